@@ -1,0 +1,184 @@
+"""Conversation memory API: validate -> call a service or selector -> serialize."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memory_app import selectors, services
+from memory_app.api import serializers as s
+from memory_app.models import Session, Team
+
+
+class TeamScopedView(APIView):
+    """Every query starts from the team of the key that made the request."""
+
+    @property
+    def team(self) -> Team:
+        return self.request.auth.team
+
+    def get_session(self) -> Session:
+        return selectors.session_get(team=self.team, session_id=self.kwargs["session_id"])
+
+
+def _query(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    serializer = serializer_class(data=request.query_params)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+class SessionListCreateView(TeamScopedView):
+    @extend_schema(parameters=[s.SessionListQuerySerializer], responses=s.SessionOutputSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        sessions = selectors.session_list(team=self.team, **_query(s.SessionListQuerySerializer, request))
+        paginator = LimitOffsetPagination()
+        page = paginator.paginate_queryset(sessions, request, view=self)
+        return paginator.get_paginated_response(s.SessionOutputSerializer(page, many=True).data)
+
+    @extend_schema(request=s.SessionInputSerializer, responses={201: s.SessionOutputSerializer})
+    def post(self, request: Request) -> Response:
+        serializer = s.SessionInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        session = services.session_create(team=self.team, **serializer.validated_data)
+        return Response(s.SessionOutputSerializer(session).data, status=status.HTTP_201_CREATED)
+
+
+class SessionDetailView(TeamScopedView):
+    @extend_schema(responses=s.SessionOutputSerializer)
+    def get(self, request: Request, session_id: str) -> Response:
+        return Response(s.SessionOutputSerializer(self.get_session()).data)
+
+    @extend_schema(request=s.SessionInputSerializer, responses=s.SessionOutputSerializer)
+    def patch(self, request: Request, session_id: str) -> Response:
+        session = self.get_session()
+        serializer = s.SessionInputSerializer(data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        session = services.session_update(session=session, data=serializer.validated_data)
+        return Response(s.SessionOutputSerializer(session).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, session_id: str) -> Response:
+        services.session_delete(session=self.get_session())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+_MESSAGES_PAGE = inline_serializer(
+    "MessagePage",
+    {
+        "results": s.MessageOutputSerializer(many=True),
+        "next_after": serializers.IntegerField(allow_null=True),
+    },
+)
+_APPENDED = inline_serializer("AppendedMessages", {"messages": s.AppendedSerializer(many=True)})
+
+
+class MessageListCreateView(TeamScopedView):
+    @extend_schema(parameters=[s.MessageListQuerySerializer], responses=_MESSAGES_PAGE)
+    def get(self, request: Request, session_id: str) -> Response:
+        page = selectors.message_page(session=self.get_session(), **_query(s.MessageListQuerySerializer, request))
+        return Response(
+            {"results": s.MessageOutputSerializer(page.messages, many=True).data, "next_after": page.next_after}
+        )
+
+    @extend_schema(
+        request=s.MessageBatchSerializer,
+        responses={201: _APPENDED, 200: _APPENDED},
+        description="Append one message (the body is the message) or several atomically "
+        '(`{"messages": [...]}`). Re-sending messages with the same client-chosen '
+        "`message_id`s returns the stored ones with 200.",
+    )
+    def post(self, request: Request, session_id: str) -> Response:
+        session = self.get_session()
+        batch = isinstance(request.data, dict) and "messages" in request.data
+        if batch:
+            serializer: serializers.Serializer = s.MessageBatchSerializer(data=request.data)
+            serializer.is_valid(raise_exception=True)
+            messages = serializer.validated_data["messages"]
+        else:
+            serializer = s.MessageInputSerializer(data=request.data)
+            serializer.is_valid(raise_exception=True)
+            messages = [serializer.validated_data]
+        result = services.message_append(session=session, messages=messages, path="messages" if batch else "")
+        body = s.AppendedSerializer(result.messages, many=True).data
+        code = status.HTTP_200_OK if result.replayed else status.HTTP_201_CREATED
+        return Response({"messages": body} if batch else body[0], status=code)
+
+
+class MessageDetailView(TeamScopedView):
+    def get_message(self) -> Any:
+        return selectors.message_get(session=self.get_session(), message_id=self.kwargs["message_id"])
+
+    @extend_schema(responses=s.MessageOutputSerializer)
+    def get(self, request: Request, session_id: str, message_id: str) -> Response:
+        return Response(s.MessageOutputSerializer(self.get_message()).data)
+
+    @extend_schema(request=s.MessageInputSerializer, responses=s.MessageOutputSerializer)
+    def patch(self, request: Request, session_id: str, message_id: str) -> Response:
+        message = self.get_message()
+        serializer = s.MessageInputSerializer(message, data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        data = {k: v for k, v in serializer.validated_data.items() if k != "message_id"}
+        message = services.message_update(message=message, data=data)
+        return Response(s.MessageOutputSerializer(message).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request: Request, session_id: str, message_id: str) -> Response:
+        services.message_delete(message=self.get_message())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SessionResetView(TeamScopedView):
+    @extend_schema(
+        request=None,
+        responses=inline_serializer("ResetResult", {"deleted_messages": serializers.IntegerField()}),
+    )
+    def post(self, request: Request, session_id: str) -> Response:
+        deleted = services.session_reset(session=self.get_session())
+        return Response({"deleted_messages": deleted})
+
+
+class ContextView(TeamScopedView):
+    @extend_schema(
+        parameters=[s.ContextQuerySerializer],
+        responses=s.ContextOutputSerializer,
+        description="The messages to send to an LLM, in OpenAI's format: the system prompt, then the "
+        "most recent messages within `last` (default MEMSITE_CONTEXT_WINDOW) and `max_tokens`.",
+    )
+    def get(self, request: Request, session_id: str) -> Response:
+        query = _query(s.ContextQuerySerializer, request)
+        context = selectors.context_build(
+            session=self.get_session(),
+            last=query.get("last", settings.DEFAULT_CONTEXT_WINDOW),
+            max_tokens=query.get("max_tokens"),
+        )
+        return Response({"messages": context.messages, "token_count": context.token_count})
+
+
+class SessionExportView(TeamScopedView):
+    @extend_schema(responses=s.ImportSerializer)
+    def get(self, request: Request, session_id: str) -> Response:
+        return Response(selectors.session_export(session=self.get_session()))
+
+
+class SessionImportView(TeamScopedView):
+    @extend_schema(request=s.ImportSerializer, responses={201: s.SessionOutputSerializer})
+    def post(self, request: Request) -> Response:
+        serializer = s.ImportSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        session = services.session_import(
+            team=self.team,
+            memory_type=data["memory_type"],
+            messages=data["messages"],
+            additional_state=data.get("additional_state"),
+            session_fields=data.get("session", {}),
+        )
+        return Response(s.SessionOutputSerializer(session).data, status=status.HTTP_201_CREATED)
+

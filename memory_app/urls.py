@@ -1,0 +1,8 @@
+from django.urls import path
+
+from memory_app import views
+
+urlpatterns = [
+    path("", views.session_list, name="sessions"),
+    path("sessions/<uuid:session_id>/", views.session_detail, name="session"),
+]

@@ -1,0 +1,86 @@
+"""The one DRF exception handler: every API error is JSON of one shape.
+
+    {"error": "<code>", "detail": "<human sentence>", "fields": {"messages[0].role": ["..."]}}
+
+`fields` maps a dotted/indexed path to the problems found there, so a client can tell
+exactly which field of which message was refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from memsite.errors import Conflict, DomainError, InvalidInput, NotFound
+
+_DOMAIN_STATUS: dict[type[DomainError], int] = {
+    InvalidInput: status.HTTP_400_BAD_REQUEST,
+    NotFound: status.HTTP_404_NOT_FOUND,
+    Conflict: status.HTTP_409_CONFLICT,
+}
+
+
+def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
+    """Turn DRF's nested error structure into {"a.b[2].c": ["msg", ...]}."""
+    if isinstance(detail, dict):
+        flat: dict[str, list[str]] = {}
+        for key, value in detail.items():
+            if key == "non_field_errors":
+                path = prefix or "non_field_errors"
+            elif isinstance(key, int) or (isinstance(key, str) and key.isdigit()):
+                path = f"{prefix}[{key}]"  # DRF reports list items by index
+            else:
+                path = f"{prefix}.{key}" if prefix else str(key)
+            for sub_path, messages in flatten_errors(value, path).items():
+                flat.setdefault(sub_path, []).extend(messages)
+        return flat
+    if isinstance(detail, list):
+        if all(not isinstance(item, (dict, list)) for item in detail):
+            return {prefix or "non_field_errors": [str(item) for item in detail]}
+        flat = {}
+        for index, item in enumerate(detail):
+            if not item:
+                continue
+            for sub_path, messages in flatten_errors(item, f"{prefix}[{index}]").items():
+                flat.setdefault(sub_path, []).extend(messages)
+        return flat
+    return {prefix or "non_field_errors": [str(detail)]}
+
+
+def _body(code: str, detail: str, fields: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    return {"error": code, "detail": detail, "fields": fields or {}}
+
+
+def _summary(fields: dict[str, list[str]]) -> str:
+    first_path, messages = next(iter(fields.items()))
+    more = f" (and {len(fields) - 1} more)" if len(fields) > 1 else ""
+    return f"{first_path}: {messages[0]}{more}"
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, DomainError):
+        return Response(_body(exc.code, exc.detail, exc.fields), status=_DOMAIN_STATUS.get(type(exc), 400))
+    if isinstance(exc, RequestDataTooBig):
+        return Response(_body("payload_too_large", str(exc)), status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    if isinstance(exc, exceptions.ValidationError):
+        fields = flatten_errors(exc.detail)
+        response.data = _body("validation_error", _summary(fields) if fields else "Invalid input.", fields)
+        return response
+    if isinstance(exc, exceptions.ParseError):
+        response.data = _body("parse_error", str(exc.detail))
+        return response
+    if isinstance(exc, exceptions.APIException):
+        code = exc.get_codes() if isinstance(exc.get_codes(), str) else exc.default_code
+        response.data = _body(str(code), str(exc.detail))
+    return response

@@ -1,0 +1,32 @@
+"""Domain errors raised by services and selectors; mapped to HTTP in memsite.api_errors only."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    """Base of every error a service raises on purpose."""
+
+    code = "domain_error"
+
+    def __init__(self, detail: str, *, fields: dict[str, list[str]] | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.fields = fields or {}
+
+
+class InvalidInput(DomainError):
+    """The request is well-formed JSON but breaks a rule that needs the stored data to check."""
+
+    code = "validation_error"
+
+    @classmethod
+    def for_field(cls, field: str, message: str) -> InvalidInput:
+        return cls(f"{field}: {message}", fields={field: [message]})
+
+
+class NotFound(DomainError):
+    code = "not_found"
+
+
+class Conflict(DomainError):
+    code = "conflict"
