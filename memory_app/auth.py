@@ -35,11 +35,7 @@ def key_digest(key: str) -> str:
 def find_active_key(raw_key: str) -> ApiKey | None:
     if not raw_key.startswith(f"{KEY_SCHEME}_") or len(raw_key) <= PREFIX_LENGTH:
         return None
-    api_key = (
-        ApiKey.objects.select_related("team")
-        .filter(prefix=key_prefix(raw_key), revoked_at__isnull=True)
-        .first()
-    )
+    api_key = ApiKey.objects.select_related("team").filter(prefix=key_prefix(raw_key), revoked_at__isnull=True).first()
     if api_key is None or not hmac.compare_digest(api_key.digest, key_digest(raw_key)):
         return None
     return api_key

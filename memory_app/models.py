@@ -30,6 +30,9 @@ class TeamMembership(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["team", "user"], name="uniq_team_member")]
 
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team}"
+
 
 class ApiKey(models.Model):
     """A bearer key. Only an HMAC digest is stored; the key itself is shown once."""
@@ -78,9 +81,7 @@ class Session(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     # Caller state saved beside the messages (MemoryManager.save_to_file's additional_state).
     additional_state = models.JSONField(null=True, blank=True)
-    memory_type = models.CharField(
-        max_length=32, choices=MemoryType.choices, default=MemoryType.CONVERSATION_HISTORY
-    )
+    memory_type = models.CharField(max_length=32, choices=MemoryType.choices, default=MemoryType.CONVERSATION_HISTORY)
     last_seq = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -151,12 +152,13 @@ class MemoryEvent(models.Model):
         IMPORTED = "imported", "imported"
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memory_events")
-    session = models.ForeignKey(
-        Session, on_delete=models.CASCADE, related_name="events", null=True, blank=True
-    )
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events", null=True, blank=True)
     kind = models.CharField(max_length=40, choices=Kind.choices)
     data = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
         ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.session_id or self.team_id}"

@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # importing views here would be circular: DRF loads this from
 class HasTeamKey(BasePermission):
     message = "A valid API key with write access is required for this request."
 
-    def has_permission(self, request: Request, view: "APIView") -> bool:
+    def has_permission(self, request: Request, view: APIView) -> bool:
         api_key = request.auth
         if not isinstance(api_key, ApiKey):
             return False

@@ -129,9 +129,7 @@ def context_build(*, session: Session, last: int, max_tokens: int | None = None)
     Reads only the window (newest first by the (session, seq) index) and sums cached
     token counts, so its cost follows the window, not the length of the history.
     """
-    newest_first = list(
-        Message.objects.filter(session=session).order_by("-seq").values(*_CONTEXT_FIELDS)[:last]
-    )
+    newest_first = list(Message.objects.filter(session=session).order_by("-seq").values(*_CONTEXT_FIELDS)[:last])
     system_tokens = session.system_prompt_tokens
     budget = None if max_tokens is None else max_tokens - system_tokens - tokens.REPLY_PRIMING_TOKENS
     window: list[dict[str, Any]] = []

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -164,7 +164,8 @@ def _reserve_seqs(*, session: Session, count: int) -> int:
     session_id = Session._meta.pk.get_db_prep_value(session.pk, connection)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {table} SET last_seq = last_seq + %s, updated_at = %s WHERE id = %s RETURNING last_seq",
+            # The table name comes from the model, never from input.
+            f"UPDATE {table} SET last_seq = last_seq + %s, updated_at = %s WHERE id = %s RETURNING last_seq",  # noqa: S608
             [count, timezone.now(), session_id],
         )
         row = cursor.fetchone()
@@ -216,9 +217,7 @@ class AppendResult:
     replayed: bool  # True when every message was already stored by an earlier attempt
 
 
-def message_append(
-    *, session: Session, messages: Sequence[Mapping[str, Any]], path: str = "messages"
-) -> AppendResult:
+def message_append(*, session: Session, messages: Sequence[Mapping[str, Any]], path: str = "messages") -> AppendResult:
     """Append validated messages atomically: all get consecutive seqs, or none is stored.
 
     A message may carry a client-chosen `message_id`; re-sending the same request then
@@ -306,7 +305,5 @@ def session_import(
     )
     if rest:
         message_append(session=session, messages=rest)
-    MemoryEvent.objects.create(
-        team=team, session=session, kind=MemoryEvent.Kind.IMPORTED, data={"messages": len(rest)}
-    )
+    MemoryEvent.objects.create(team=team, session=session, kind=MemoryEvent.Kind.IMPORTED, data={"messages": len(rest)})
     return session

@@ -93,6 +93,9 @@ else:
                 "timeout": 30,
                 "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             },
+            # A file, not :memory:, so a live server thread and a worker process started by
+            # the tests see the same test database.
+            "TEST": {"NAME": str(VAR_DIR / "test-memsite.sqlite3")},
         }
     }
 

@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 from django.conf import settings
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -116,9 +115,7 @@ class MessageInputSerializer(serializers.Serializer):
     tool_call_id = serializers.CharField(max_length=200, required=False, allow_null=True)
     agent_calls = AgentCallSerializer(many=True, required=False, allow_null=True)
     structured_data = serializers.JSONField(required=False, allow_null=True)
-    reasoning_details = serializers.ListField(
-        child=serializers.DictField(), required=False, allow_null=True
-    )
+    reasoning_details = serializers.ListField(child=serializers.DictField(), required=False, allow_null=True)
     images = serializers.ListField(child=serializers.JSONField(), required=False, allow_null=True)
     send_from = serializers.CharField(max_length=200, required=False, allow_null=True)
     send_to = serializers.CharField(max_length=200, required=False, allow_null=True)
@@ -192,7 +189,9 @@ class AppendedSerializer(serializers.Serializer):
 
 
 class SessionInputSerializer(serializers.Serializer):
-    system_prompt = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False, max_length=MAX_TEXT_CHARS)
+    system_prompt = serializers.CharField(
+        required=False, allow_blank=True, trim_whitespace=False, max_length=MAX_TEXT_CHARS
+    )
     external_id = serializers.CharField(required=False, allow_null=True, max_length=200)
     metadata = serializers.JSONField(required=False)
     memory_type = serializers.ChoiceField(choices=MemoryType.choices, required=False)

@@ -181,4 +181,3 @@ class SessionImportView(TeamScopedView):
             session_fields=data.get("session", {}),
         )
         return Response(s.SessionOutputSerializer(session).data, status=status.HTTP_201_CREATED)
-

@@ -30,16 +30,20 @@ class Command(BaseCommand):
         if user is None:
             password = secrets.token_urlsafe(12)
             user = user_model.objects.create_superuser(options["username"], "", password)
-            self.stdout.write(f"Admin user created: log in at {options['base_url']}/accounts/login/ "
-                              f"as {user.username} / {password}")
+            self.stdout.write(
+                f"Admin user created: log in at {options['base_url']}/accounts/login/ as {user.username} / {password}"
+            )
         else:
-            self.stdout.write(f"Admin user {user.username!r} exists (reset its password with "
-                              "`manage.py changepassword`).")
+            self.stdout.write(
+                f"Admin user {user.username!r} exists (reset its password with `manage.py changepassword`)."
+            )
         TeamMembership.objects.get_or_create(team=team, user=user, defaults={"is_admin": True})
 
         if ApiKey.objects.filter(team=team, name="bootstrap").exists():
-            self.stdout.write(f"Team {team.name!r} already has its bootstrap key (new one: "
-                              f"`manage.py create_api_key --team {team.name}`).")
+            self.stdout.write(
+                f"Team {team.name!r} already has its bootstrap key (new one: "
+                f"`manage.py create_api_key --team {team.name}`)."
+            )
             return
         _, raw_key = services.api_key_create(team=team, name="bootstrap", role=ApiKey.Role.ADMIN)
         base = options["base_url"]

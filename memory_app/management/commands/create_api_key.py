@@ -24,5 +24,7 @@ class Command(BaseCommand):
         api_key, raw_key = services.api_key_create(
             team=team, name=options["name"], role=options["role"], agent_name=options["agent"]
         )
-        self.stderr.write(f"Created {api_key.role} key {api_key.prefix}… for team {team.name!r}; store it now, it is not shown again.")
+        self.stderr.write(
+            f"Created {api_key.role} key {api_key.prefix}… for team {team.name!r}; store it now, it is not shown again."
+        )
         self.stdout.write(raw_key)
