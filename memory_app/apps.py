@@ -5,3 +5,7 @@ class MemoryAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "memory_app"
     verbose_name = "Conversation memory"
+
+    def ready(self) -> None:
+        # Registers the OpenAPI extension for the API key scheme.
+        from memory_app.api import schema  # noqa: F401

@@ -271,7 +271,9 @@ class ImportSerializer(serializers.Serializer):
         batch = MessageInputSerializer(data=messages, many=True)
         if not batch.is_valid():
             offset = len(value) - len(body)
-            raise serializers.ValidationError([{}] * offset + list(batch.errors))
+            errors = batch.errors
+            indexed = errors.items() if isinstance(errors, dict) else enumerate(errors)  # DRF >= 3.16 uses dicts
+            raise serializers.ValidationError({offset + int(i): e for i, e in indexed if e})
         head = value[: len(value) - len(body)]
         return head + list(batch.validated_data)
 

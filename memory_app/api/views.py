@@ -28,6 +28,11 @@ class TeamScopedView(APIView):
         return selectors.session_get(team=self.team, session_id=self.kwargs["session_id"])
 
 
+class SessionPagination(LimitOffsetPagination):
+    default_limit = 50
+    max_limit = 500
+
+
 def _query(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
     serializer = serializer_class(data=request.query_params)
     serializer.is_valid(raise_exception=True)
@@ -35,10 +40,22 @@ def _query(serializer_class: type[serializers.Serializer], request: Request) -> 
 
 
 class SessionListCreateView(TeamScopedView):
-    @extend_schema(parameters=[s.SessionListQuerySerializer], responses=s.SessionOutputSerializer(many=True))
+    @extend_schema(
+        operation_id="sessions_list",
+        parameters=[s.SessionListQuerySerializer],
+        responses=inline_serializer(
+            "SessionPage",
+            {
+                "count": serializers.IntegerField(),
+                "next": serializers.URLField(allow_null=True),
+                "previous": serializers.URLField(allow_null=True),
+                "results": s.SessionOutputSerializer(many=True),
+            },
+        ),
+    )
     def get(self, request: Request) -> Response:
         sessions = selectors.session_list(team=self.team, **_query(s.SessionListQuerySerializer, request))
-        paginator = LimitOffsetPagination()
+        paginator = SessionPagination()
         page = paginator.paginate_queryset(sessions, request, view=self)
         return paginator.get_paginated_response(s.SessionOutputSerializer(page, many=True).data)
 
@@ -80,7 +97,9 @@ _APPENDED = inline_serializer("AppendedMessages", {"messages": s.AppendedSeriali
 
 
 class MessageListCreateView(TeamScopedView):
-    @extend_schema(parameters=[s.MessageListQuerySerializer], responses=_MESSAGES_PAGE)
+    @extend_schema(
+        operation_id="sessions_messages_list", parameters=[s.MessageListQuerySerializer], responses=_MESSAGES_PAGE
+    )
     def get(self, request: Request, session_id: str) -> Response:
         page = selectors.message_page(session=self.get_session(), **_query(s.MessageListQuerySerializer, request))
         return Response(

@@ -1,0 +1,99 @@
+"""Team isolation over every API route: another team's key sees 404, no key sees 401.
+
+The route list comes from the URL resolver, so a new route that this file does not
+cover fails `test_every_api_route_is_covered` until it is added here.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver
+from rest_framework.test import APIClient
+
+from memory_app.models import Message, Session
+
+pytestmark = pytest.mark.django_db
+
+# route name -> methods that take ids from the URL (each must answer 404 cross-team)
+SCOPED_ROUTES: dict[str, tuple[str, ...]] = {
+    "session-detail": ("get", "patch", "delete"),
+    "message-list": ("get", "post"),
+    "message-detail": ("get", "patch", "delete"),
+    "session-reset": ("post",),
+    "session-context": ("get",),
+    "session-export": ("get",),
+}
+# routes without ids: checked for what they reveal or create across teams
+COLLECTION_ROUTES = {"session-list": ("get", "post"), "session-import": ("post",)}
+
+
+def api_routes() -> dict[str, str]:
+    """{name: "api/v1/..." pattern} for every named route under api/v1/."""
+    found: dict[str, str] = {}
+
+    def walk(patterns, prefix: str) -> None:
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                walk(pattern.url_patterns, prefix + str(pattern.pattern))
+            elif isinstance(pattern, URLPattern) and (prefix + str(pattern.pattern)).startswith("api/v1/"):
+                found[pattern.name] = prefix + str(pattern.pattern)
+
+    walk(get_resolver().url_patterns, "")
+    return found
+
+
+def fill(route: str, session_id: str, message_id: str) -> str:
+    return "/" + route.replace("<uuid:session_id>", session_id).replace("<uuid:message_id>", message_id)
+
+
+@pytest.fixture
+def victim(tenant):
+    """A session of team alpha with one message; the attacker is team beta."""
+    session_id = tenant.client.post("/api/v1/sessions/", {"system_prompt": "secret"}, format="json").json()["id"]
+    message = tenant.client.post(
+        f"/api/v1/sessions/{session_id}/messages/", {"role": "user", "content": "secret"}, format="json"
+    ).json()
+    return session_id, message["message_id"]
+
+
+def test_every_api_route_is_covered():
+    assert set(api_routes()) == set(SCOPED_ROUTES) | set(COLLECTION_ROUTES)
+
+
+@pytest.mark.parametrize(("name", "method"), [(n, m) for n, ms in SCOPED_ROUTES.items() for m in ms])
+def test_another_teams_ids_answer_404_and_change_nothing(victim, other_tenant, name, method):
+    session_id, message_id = victim
+    path = fill(api_routes()[name], session_id, message_id)
+    body = {"role": "user", "content": "injected", "system_prompt": "pwned"}
+    response = getattr(other_tenant.client, method)(path, body, format="json")
+    assert response.status_code == 404, (path, response.status_code, response.content)
+    assert b"secret" not in response.content
+    session = Session.objects.get(pk=session_id)
+    assert session.system_prompt == "secret"
+    assert list(Message.objects.filter(session=session).values_list("content", flat=True)) == ["secret"]
+
+
+@pytest.mark.parametrize(
+    ("name", "method"),
+    [(n, m) for routes in (SCOPED_ROUTES, COLLECTION_ROUTES) for n, ms in routes.items() for m in ms],
+)
+def test_every_route_needs_a_key(victim, name, method):
+    session_id, message_id = victim
+    response = getattr(APIClient(), method)(fill(api_routes()[name], session_id, message_id), {}, format="json")
+    assert response.status_code == 401
+
+
+def test_listing_shows_only_the_callers_sessions(victim, other_tenant):
+    listed = other_tenant.client.get("/api/v1/sessions/").json()
+    assert listed["count"] == 0
+    assert other_tenant.client.get("/api/v1/sessions/", {"search": "secret"}).json()["count"] == 0
+
+
+def test_creating_and_importing_land_in_the_callers_team(victim, other_tenant):
+    created = other_tenant.client.post("/api/v1/sessions/", {"team": victim[0]}, format="json")
+    imported = other_tenant.client.post(
+        "/api/v1/sessions/import/", {"messages": [{"role": "user", "content": "x"}], "team": 1}, format="json"
+    )
+    for response in (created, imported):
+        assert response.status_code == 201
+        assert Session.objects.get(pk=response.json()["id"]).team == other_tenant.team

@@ -1,0 +1,95 @@
+"""Health endpoint, the configured backends, the production profile and the API docs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from memsite.celery import app as celery_app
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCTION_ENV = {
+    "DJANGO_ENV": "production",
+    "SECRET_KEY": "x7#kq2!v9m@p4z$w8r^t6y&u1i*o3e(a5s)d0f-g+h=j_k~l|b;n:c<v>x?",
+    "ALLOWED_HOSTS": "memsite.example",
+    "PATH": os.environ["PATH"],
+}
+
+
+@pytest.mark.django_db
+def test_healthz_reports_database_and_broker_without_auth(client):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ok"
+    assert body["database"] == {"ok": True, "info": connection.vendor}
+    assert body["broker"]["ok"] is True
+
+
+@pytest.mark.django_db
+def test_healthz_says_503_when_the_broker_is_unreachable(client, monkeypatch):
+    monkeypatch.setattr(celery_app.conf, "broker_url", "redis://127.0.0.1:1/0")
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    assert response.json()["broker"]["ok"] is False
+
+
+def test_the_configured_database_and_broker_are_the_ones_in_use():
+    """In CI's second run DATABASE_URL/REDIS_URL are set: fail (not skip) if they are not used."""
+    if os.environ.get("DATABASE_URL"):
+        assert connection.vendor == "postgresql"
+    else:
+        assert connection.vendor == "sqlite"
+        assert settings.DATABASES["default"]["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
+    if os.environ.get("REDIS_URL"):
+        assert celery_app.conf.broker_url.startswith("redis://")
+    else:
+        assert celery_app.conf.broker_url == "filesystem://"
+    with celery_app.connection_for_write() as conn:
+        conn.ensure_connection(max_retries=1, timeout=3)
+
+
+def run_manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_production_refuses_to_start_without_a_secret_key():
+    env = {k: v for k, v in PRODUCTION_ENV.items() if k != "SECRET_KEY"}
+    result = run_manage("check", env=env)
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set" in result.stderr
+
+
+def test_production_profile_passes_the_deploy_check_with_no_warnings():
+    result = run_manage("check", "--deploy", "--fail-level", "WARNING", env=PRODUCTION_ENV)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+def test_a_malformed_boolean_setting_fails_loudly():
+    result = run_manage("check", env={"DEBUG": "maybe", "PATH": os.environ["PATH"]})
+    assert result.returncode != 0
+    assert "DEBUG must be a boolean" in result.stderr
+
+
+@pytest.mark.django_db
+def test_schema_and_swagger_ui_are_served_without_a_cdn(client):
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert schema.status_code == 200
+    paths = schema.json()["paths"]
+    assert "/api/v1/sessions/{session_id}/messages/" in paths
+    assert "/api/v1/sessions/{session_id}/context/" in paths
+    docs = client.get("/api/docs/")
+    assert docs.status_code == 200
+    html = docs.content.decode()
+    assert "swagger-ui" in html
+    for cdn in ("cdn.jsdelivr", "unpkg.com", "cdnjs"):
+        assert cdn not in html
