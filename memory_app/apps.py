@@ -9,3 +9,6 @@ class MemoryAppConfig(AppConfig):
     def ready(self) -> None:
         # Registers the OpenAPI extension for the API key scheme.
         from memory_app.api import schema  # noqa: F401
+        from memsite.celery import prepare_broker
+
+        prepare_broker()

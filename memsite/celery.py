@@ -1,6 +1,9 @@
 """The Celery application; configuration comes from Django settings (CELERY_* names)."""
 
+from __future__ import annotations
+
 import os
+from pathlib import Path
 
 from celery import Celery
 
@@ -9,3 +12,17 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memsite.settings")
 app = Celery("memsite")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+def prepare_broker() -> None:
+    """Create the folders of the server-less filesystem broker (kombu does not).
+
+    Called from an AppConfig.ready() so both the web process (which sends) and the worker
+    (which consumes) have them before the first message.
+    """
+    options = app.conf.broker_transport_options or {}
+    if not str(app.conf.broker_url).startswith("filesystem://"):
+        return
+    for key in ("data_folder_in", "data_folder_out", "processed_folder"):
+        if options.get(key):
+            Path(options[key]).mkdir(parents=True, exist_ok=True)
