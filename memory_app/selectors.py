@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, F, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
 
 from memory_app import tokens
 from memory_app.models import Message, Session, Team
@@ -60,7 +62,12 @@ def session_list(
         sessions = sessions.filter(memory_type=memory_type)
     if search:
         sessions = sessions.filter(Q(external_id__icontains=search) | Q(system_prompt__icontains=search))
-    return sessions.annotate(message_count=Count("messages")).order_by("-created_at", "-pk")
+    # A correlated count is evaluated only for the rows of the page, where a join + GROUP BY
+    # would aggregate every message of the team before the LIMIT applies.
+    counts = (
+        Message.objects.filter(session=OuterRef("pk")).order_by().values("session").annotate(n=Count("pk")).values("n")
+    )
+    return sessions.annotate(message_count=Coalesce(Subquery(counts), 0)).order_by("-created_at", "-pk")
 
 
 def message_get(*, session: Session, message_id: uuid.UUID | str) -> Message:
@@ -176,3 +183,106 @@ def session_export(*, session: Session) -> dict[str, Any]:
     if session.additional_state:
         document["additional_state"] = session.additional_state
     return document
+
+
+# --- dashboard reads ----------------------------------------------------------------------
+
+
+def team_list_for_user(*, user: Any) -> QuerySet[Team]:
+    """The teams a browser user belongs to: the only teams the dashboard may show them."""
+    return Team.objects.filter(members=user).order_by("name")
+
+
+def session_list_with_activity(*, team: Team, order: str = "created", **filters: Any) -> QuerySet[Session]:
+    """`session_list` plus `last_activity`: every append bumps the session's `updated_at`."""
+    sessions = session_list(team=team, **filters).annotate(last_activity=F("updated_at"))
+    if order == "activity":
+        return sessions.order_by("-last_activity", "-pk")
+    return sessions
+
+
+@dataclass(frozen=True)
+class SessionTotals:
+    message_count: int
+    message_tokens: int
+    first_seq: int | None
+    last_seq: int | None
+
+
+def session_totals(*, session: Session) -> SessionTotals:
+    totals = Message.objects.filter(session=session).aggregate(
+        count=Count("pk"), tokens=Sum("token_count"), first=Min("seq"), last=Max("seq")
+    )
+    return SessionTotals(
+        message_count=totals["count"],
+        message_tokens=totals["tokens"] or 0,
+        first_seq=totals["first"],
+        last_seq=totals["last"],
+    )
+
+
+def message_cursor_before(*, session: Session, seq: int, limit: int) -> int | None:
+    """The `after` cursor of the page of `limit` messages that ends just before `seq`.
+
+    None when nothing precedes `seq`; 0 when the previous page is the first one.
+    """
+    seqs = Message.objects.filter(session=session, seq__lt=seq).order_by("-seq").values_list("seq", flat=True)
+    earlier = list(seqs[: limit + 1])
+    if not earlier:
+        return None
+    if len(earlier) <= limit:
+        return 0
+    return earlier[limit]
+
+
+def tool_results_for_calls(
+    *, session: Session, call_ids: Collection[str], after_seq: int, through_seq: int
+) -> dict[str, Message]:
+    """Tool messages answering `call_ids` with a seq in (after_seq, through_seq], by call id."""
+    if not call_ids:
+        return {}
+    results = Message.objects.filter(
+        session=session,
+        role=Message.Role.TOOL,
+        tool_call_id__in=list(call_ids),
+        seq__gt=after_seq,
+        seq__lte=through_seq,
+    ).order_by("seq")
+    found: dict[str, Message] = {}
+    for message in results:
+        found.setdefault(message.tool_call_id or "", message)
+    return found
+
+
+@dataclass(frozen=True)
+class ToolCallRef:
+    """Where a tool call was made: the calling assistant message's seq and the call itself."""
+
+    seq: int
+    call: dict[str, Any]
+
+
+def tool_calls_before(*, session: Session, before_seq: int, call_ids: Collection[str]) -> dict[str, ToolCallRef]:
+    """The calls `call_ids` answer, looked up among the recent tool-calling messages before `before_seq`.
+
+    Reads at most the same lookback the write path checks results against (partial index).
+    """
+    from memory_app.services import TOOL_CALL_LOOKBACK  # lazy: services may one day import selectors
+
+    wanted = set(call_ids)
+    if not wanted:
+        return {}
+    callers = (
+        Message.objects.filter(
+            session=session, role=Message.Role.ASSISTANT, tool_calls__isnull=False, seq__lt=before_seq
+        )
+        .order_by("-seq")
+        .values_list("seq", "tool_calls")[:TOOL_CALL_LOOKBACK]
+    )
+    found: dict[str, ToolCallRef] = {}
+    for seq, calls in callers:
+        for call in calls or []:
+            call_id = call.get("id") if isinstance(call, dict) else None
+            if call_id in wanted and call_id not in found:
+                found[call_id] = ToolCallRef(seq=seq, call=call)
+    return found

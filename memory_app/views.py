@@ -1,36 +1,372 @@
-"""Dashboard pages (server-rendered)."""
+"""Dashboard pages (server-rendered): the current team's sessions and each session's timeline.
+
+Every page is scoped to a team the logged-in user belongs to (TeamMembership); the chosen
+team lives in the Django session and is re-checked against the memberships on each request.
+Stored text reaches templates as plain strings, so autoescaping covers all of it.
+"""
 
 from __future__ import annotations
 
+import json
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from functools import wraps
+from typing import Any
+from urllib.parse import urlsplit
+
+from django import forms
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
 
 from memory_app import selectors
-from memory_app.models import Team
+from memory_app.images import MAX_URL_LENGTH
+from memory_app.models import MemoryType, Message, Session, Team
 from memsite.errors import NotFound
 
+SESSIONS_PER_PAGE = 25
+MESSAGES_PER_PAGE = 100
+# A call near the end of a page still shows its result if it comes this many seqs later.
+TOOL_RESULT_LOOKAHEAD = 200
+CURRENT_TEAM_KEY = "dashboard_team_id"
+# Strings longer than this are shown as they are rather than parsed as JSON for pretty-printing.
+MAX_PRETTY_JSON_CHARS = 200_000
 
-def current_team(request: HttpRequest) -> Team:
-    team = request.user.teams.order_by("name").first()
-    if team is None:
-        raise Http404("You are not a member of any team.")
-    return team
+TeamView = Callable[..., HttpResponse]
+
+
+# Ids and seqs are 64-bit: a longer number in a URL would overflow the database column.
+MAX_DB_INT = 2**63 - 1
+
+
+def _non_negative_int(value: str | None) -> int | None:
+    """The integer a query or form value spells, if it is one the database can hold."""
+    if not value or not value.isascii() or not value.isdigit() or len(value) > 19:
+        return None
+    number = int(value)
+    return number if number <= MAX_DB_INT else None
+
+
+# --- the current team ---------------------------------------------------------------------
+
+
+def _pick_team(request: HttpRequest, teams: list[Team]) -> Team | None:
+    chosen = request.session.get(CURRENT_TEAM_KEY)
+    for team in teams:
+        if team.pk == chosen:
+            return team
+    return teams[0] if teams else None
+
+
+def team_page(view: TeamView) -> TeamView:
+    """Log-in required; calls `view(request, ..., team=, teams=)` with the user's current team."""
+
+    @login_required
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        teams = list(selectors.team_list_for_user(user=request.user))
+        team = _pick_team(request, teams)
+        if team is None:
+            return render(request, "memory_app/no_team.html", status=403)
+        return view(request, *args, team=team, teams=teams, **kwargs)
+
+    return wrapper
 
 
 @login_required
-def session_list(request: HttpRequest) -> HttpResponse:
-    team = current_team(request)
-    sessions = selectors.session_list(team=team, search=request.GET.get("q") or None)[:200]
-    return render(request, "memory_app/session_list.html", {"team": team, "sessions": sessions})
+@require_POST
+def switch_team(request: HttpRequest) -> HttpResponse:
+    """Make another of the user's teams the current one (never a team they are not in)."""
+    team_id = _non_negative_int(request.POST.get("team"))
+    if team_id is None or not selectors.team_list_for_user(user=request.user).filter(pk=team_id).exists():
+        raise Http404("You are not a member of this team.")
+    request.session[CURRENT_TEAM_KEY] = team_id
+    # Pages of the previous team would 404 now, so go back to the list.
+    return redirect("dashboard:sessions")
 
 
-@login_required
-def session_detail(request: HttpRequest, session_id: str) -> HttpResponse:
-    team = current_team(request)
+# --- sessions list ------------------------------------------------------------------------
+
+
+class SessionFilterForm(forms.Form):
+    q = forms.CharField(required=False, max_length=200, label="Search")
+    memory_type = forms.ChoiceField(required=False, choices=[("", "Any type"), *MemoryType.choices], label="Type")
+    created_after = forms.DateField(
+        required=False, label="Created from", widget=forms.DateInput(attrs={"type": "date"})
+    )
+    created_before = forms.DateField(required=False, label="to", widget=forms.DateInput(attrs={"type": "date"}))
+    order = forms.ChoiceField(
+        required=False, choices=[("created", "Newest first"), ("activity", "Recent activity")], label="Sort"
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        start, end = data.get("created_after"), data.get("created_before")
+        if start and end and start > end:
+            self.add_error("created_before", "Must not be before the start date.")
+        return data
+
+    def filters(self) -> dict[str, Any]:
+        """Selector arguments from the fields that validated (invalid ones are ignored, and shown)."""
+        self.is_valid()
+        data = self.cleaned_data
+        start: date | None = data.get("created_after")
+        end: date | None = data.get("created_before")
+        return {
+            "search": (data.get("q") or "").strip() or None,
+            "memory_type": data.get("memory_type") or None,
+            "created_after": _start_of(start) if start else None,
+            # The end date is inclusive: everything before the next midnight.
+            "created_before": _start_of(end + timedelta(days=1))
+            if end and "created_before" not in self.errors
+            else None,
+            "order": data.get("order") or "created",
+        }
+
+
+def _start_of(day: date) -> datetime:
+    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+@team_page
+def session_list(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpResponse:
+    form = SessionFilterForm(request.GET)
+    sessions = selectors.session_list_with_activity(team=team, **form.filters())
+    page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
+    filtered = any(request.GET.get(name) for name in ("q", "memory_type", "created_after", "created_before"))
+    return render(
+        request,
+        "memory_app/session_list.html",
+        {"team": team, "teams": teams, "form": form, "page": page, "filtered": filtered},
+    )
+
+
+# --- session timeline ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One renderable bit of message content. `kind` picks the template branch."""
+
+    kind: str  # "text" | "json" | "image" | "note" | "refusal"
+    text: str = ""
+    src: str = ""
+
+    @property
+    def is_remote(self) -> bool:
+        return self.src.startswith(("http://", "https://"))
+
+
+@dataclass
+class ToolCallView:
+    call_id: str
+    name: str
+    arguments: str
+    result: Message | None = None
+    result_pieces: list[Piece] = field(default_factory=list)
+
+
+@dataclass
+class MessageView:
+    message: Message
+    pieces: list[Piece]
+    tool_calls: list[ToolCallView]
+    extras: list[tuple[str, str]]
+    answers: selectors.ToolCallRef | None = None  # for a tool result shown on its own: its call
+    answers_name: str = ""
+
+
+_DATA_IMAGE = re.compile(r"data:image/(?:png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]*")
+_UNSAFE_URL_CHARS = re.compile(r"[\x00-\x20\x7f]")
+
+
+def image_piece(ref: object) -> Piece:
+    """A thumbnail for a data: image URL or an http(s) URL; a note for anything else."""
+    if isinstance(ref, str) and ref.startswith("data:"):
+        # Base64 is 4 characters per 3 bytes; bigger than the API ever accepts is not inlined.
+        if len(ref) > settings.MAX_IMAGE_BYTES * 4 // 3 + 100:
+            return Piece("note", text="image too large to preview")
+        if _DATA_IMAGE.fullmatch(ref):
+            return Piece("image", src=ref)
+        return Piece("note", text="image not shown: not a png, jpeg, gif or webp data URL")
+    if isinstance(ref, str) and len(ref) <= MAX_URL_LENGTH and not _UNSAFE_URL_CHARS.search(ref):
+        parts = urlsplit(ref)
+        if parts.scheme in ("http", "https") and parts.netloc:
+            return Piece("image", src=ref)
+    return Piece("note", text="image not shown: only data: images and http(s) URLs are displayed")
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+
+
+def _text_piece(text: str) -> Piece:
+    """Text, or pretty JSON when the text is a JSON object/array (typical of tool results)."""
+    stripped = text.strip()
+    if stripped[:1] in ("{", "[") and len(stripped) <= MAX_PRETTY_JSON_CHARS:
+        try:
+            return Piece("json", text=pretty_json(json.loads(stripped)))
+        except ValueError:
+            pass
+    return Piece("text", text=text)
+
+
+def _part_pieces(part: Any) -> list[Piece]:
+    if not isinstance(part, dict):
+        return [Piece("json", text=pretty_json(part))]
+    kind = part.get("type")
+    if kind == "text" and isinstance(part.get("text"), str):
+        return [_text_piece(part["text"])]
+    if kind == "refusal":
+        return [Piece("refusal", text=str(part.get("refusal", "")))]
+    if kind == "image_url":
+        image = part.get("image_url")
+        return [image_piece(image.get("url") if isinstance(image, dict) else image)]
+    if kind == "input_audio":
+        audio = part.get("input_audio") if isinstance(part.get("input_audio"), dict) else {}
+        return [Piece("note", text=f"audio ({audio.get('format') or 'unknown format'})")]
+    if kind == "file":
+        file = part.get("file") if isinstance(part.get("file"), dict) else {}
+        return [Piece("note", text=f"file: {file.get('filename') or file.get('file_id') or 'unnamed'}")]
+    return [Piece("json", text=pretty_json(part))]
+
+
+def content_pieces(content: Any, images: Any = None) -> list[Piece]:
+    """A message's content (text, content parts or a JSON object) and its images, ready to render."""
+    pieces: list[Piece] = []
+    if isinstance(content, str):
+        if content:
+            pieces.append(_text_piece(content))
+    elif isinstance(content, list):
+        for part in content:
+            pieces.extend(_part_pieces(part))
+    elif content is not None:
+        pieces.append(Piece("json", text=pretty_json(content)))
+    if isinstance(images, list):
+        pieces.extend(image_piece(ref) for ref in images)
+    return pieces
+
+
+def _pretty_arguments(arguments: Any) -> str:
+    if isinstance(arguments, str):
+        try:
+            return pretty_json(json.loads(arguments))
+        except ValueError:
+            return arguments
+    return pretty_json(arguments)
+
+
+def _tool_call_view(call: Any) -> ToolCallView | None:
+    if not isinstance(call, dict) or not isinstance(call.get("id"), str):
+        return None
+    function = call.get("function") if isinstance(call.get("function"), dict) else {}
+    return ToolCallView(
+        call_id=call["id"],
+        name=str(function.get("name") or "?"),
+        arguments=_pretty_arguments(function.get("arguments")),
+    )
+
+
+_EXTRA_FIELDS = (
+    ("agent_calls", "Agent calls"),
+    ("structured_data", "Structured data"),
+    ("reasoning_details", "Reasoning"),
+    ("meta", "Meta"),
+)
+
+
+def _attach(call: ToolCallView, result: Message) -> None:
+    call.result = result
+    call.result_pieces = content_pieces(result.content, result.images)
+
+
+def build_timeline(*, session: Session, messages: list[Message]) -> list[MessageView]:
+    """Messages in seq order, each tool result nested under the call it answers.
+
+    A result pairs with the latest earlier call carrying its tool_call_id. Results that come
+    after the page are fetched for the page's open calls; results whose call is on an
+    earlier page stay in the timeline and say which call they answer.
+    """
+    if not messages:
+        return []
+    views: list[MessageView] = []
+    open_calls: dict[str, ToolCallView] = {}
+    for message in messages:
+        if message.role == Message.Role.TOOL and message.tool_call_id in open_calls:
+            _attach(open_calls.pop(message.tool_call_id), message)
+            continue
+        calls = [view for view in map(_tool_call_view, message.tool_calls or []) if view is not None]
+        open_calls.update((call.call_id, call) for call in calls)
+        views.append(
+            MessageView(
+                message=message,
+                pieces=content_pieces(message.content, message.images),
+                tool_calls=calls,
+                extras=[
+                    (label, pretty_json(getattr(message, name)))
+                    for name, label in _EXTRA_FIELDS
+                    if getattr(message, name) not in (None, [], {})
+                ],
+            )
+        )
+    last_seq = messages[-1].seq
+    later = selectors.tool_results_for_calls(
+        session=session, call_ids=open_calls, after_seq=last_seq, through_seq=last_seq + TOOL_RESULT_LOOKAHEAD
+    )
+    for call_id, result in later.items():
+        _attach(open_calls[call_id], result)
+
+    orphans = [view for view in views if view.message.role == Message.Role.TOOL and view.message.tool_call_id]
+    if orphans:
+        refs = selectors.tool_calls_before(
+            session=session, before_seq=messages[0].seq, call_ids={view.message.tool_call_id for view in orphans}
+        )
+        for view in orphans:
+            view.answers = refs.get(view.message.tool_call_id or "")
+            if view.answers is not None:
+                function = view.answers.call.get("function")
+                view.answers_name = str(function.get("name") or "?") if isinstance(function, dict) else "?"
+    return views
+
+
+@team_page
+def session_detail(request: HttpRequest, session_id: uuid.UUID, *, team: Team, teams: list[Team]) -> HttpResponse:
     try:
         session = selectors.session_get(team=team, session_id=session_id)
     except NotFound as exc:
         raise Http404(str(exc)) from exc
-    page = selectors.message_page(session=session, limit=500)
-    return render(request, "memory_app/session_detail.html", {"team": team, "session": session, "page": page})
+    if request.GET.get("latest"):
+        page = selectors.message_page(session=session, last=MESSAGES_PER_PAGE)
+    else:
+        page = selectors.message_page(
+            session=session, after=_non_negative_int(request.GET.get("after")) or 0, limit=MESSAGES_PER_PAGE
+        )
+    previous = (
+        selectors.message_cursor_before(session=session, seq=page.messages[0].seq, limit=MESSAGES_PER_PAGE)
+        if page.messages
+        else None
+    )
+    totals = selectors.session_totals(session=session)
+    return render(
+        request,
+        "memory_app/session_detail.html",
+        {
+            "team": team,
+            "teams": teams,
+            "session": session,
+            "page": page,
+            "previous_after": previous,
+            "paged": previous is not None or page.next_after is not None,
+            "timeline": build_timeline(session=session, messages=page.messages),
+            "totals": totals,
+            "token_total": totals.message_tokens + session.system_prompt_tokens,
+            "metadata": pretty_json(session.metadata) if session.metadata else "",
+        },
+    )

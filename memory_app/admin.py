@@ -1,0 +1,222 @@
+"""Admin for teams, keys and (read-only) conversation data. Writes go through memory_app.services."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import Count, QuerySet
+from django.forms import ModelForm
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html
+
+from memory_app import services
+from memory_app.models import ApiKey, MemoryEvent, Message, Session, Team, TeamMembership
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Rows written only by the services (the API); the admin may look, never touch."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class TeamMembershipInline(admin.TabularInline):
+    model = TeamMembership
+    extra = 0
+    autocomplete_fields = ["user"]
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    list_display = ["name", "member_count", "key_count", "created_at"]
+    search_fields = ["name"]
+    inlines = [TeamMembershipInline]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Team]:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(member_count=Count("members", distinct=True), key_count=Count("api_keys", distinct=True))
+        )
+
+    @admin.display(description="members", ordering="member_count")
+    def member_count(self, team: Team) -> int:
+        return team.member_count  # type: ignore[attr-defined]
+
+    @admin.display(description="API keys", ordering="key_count")
+    def key_count(self, team: Team) -> int:
+        return team.key_count  # type: ignore[attr-defined]
+
+    def save_model(self, request: HttpRequest, obj: Team, form: ModelForm, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        created = services.team_get_or_create(name=obj.name)
+        obj.pk, obj.created_at = created.pk, created.created_at
+        obj._state.adding = False
+
+
+@admin.register(TeamMembership)
+class TeamMembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "team", "is_admin"]
+    list_filter = ["is_admin", "team"]
+    search_fields = ["user__username", "user__email", "team__name"]
+    autocomplete_fields = ["user", "team"]
+    list_select_related = ["user", "team"]
+
+
+class KeyStatusFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [("active", "active"), ("revoked", "revoked")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> QuerySet[ApiKey]:
+        if self.value() == "active":
+            return queryset.filter(revoked_at__isnull=True)
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        return queryset
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    """Keys are minted by services.api_key_create; the raw key is shown once, the digest never."""
+
+    list_display = ["prefix", "name", "team", "role", "agent_name", "created_at", "revoked_at", "status"]
+    list_filter = [KeyStatusFilter, "role", "team"]
+    search_fields = ["prefix", "name", "agent_name", "team__name"]
+    list_select_related = ["team"]
+    # `digest` is in neither list: it is never rendered, not even read-only.
+    fields = ["team", "name", "role", "agent_name"]
+    actions = ["revoke_selected"]
+
+    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
+        return self.fields if obj is None else ["prefix", *self.fields, "created_at", "revoked_at"]
+
+    def has_change_permission(self, request: HttpRequest, obj: ApiKey | None = None) -> bool:
+        # No service edits a key: once made it can only be revoked (an action on the list),
+        # so a key's own page is view-only.
+        return obj is None and super().has_change_permission(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj: ApiKey | None = None) -> bool:
+        return False  # revoke instead: the row stays as the record of the key
+
+    @admin.display(description="status")
+    def status(self, api_key: ApiKey) -> str:
+        return "active" if api_key.is_active else "revoked"
+
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: ModelForm, change: bool) -> None:
+        api_key, raw_key = services.api_key_create(
+            team=obj.team, name=obj.name, role=obj.role, agent_name=obj.agent_name
+        )
+        for model_field in ApiKey._meta.concrete_fields:
+            setattr(obj, model_field.attname, getattr(api_key, model_field.attname))
+        obj._state.adding = False
+        obj._state.db = api_key._state.db
+        # Kept on the request only, for response_add; never stored.
+        request._memsite_raw_key = raw_key  # type: ignore[attr-defined]
+
+    def response_add(self, request: HttpRequest, obj: ApiKey, post_url_continue: str | None = None) -> HttpResponse:
+        """Show the new key on this response itself, so it is never kept in a cookie or the session."""
+        raw_key = getattr(request, "_memsite_raw_key", None)
+        if raw_key is None:
+            return super().response_add(request, obj, post_url_continue)
+        self.message_user(
+            request,
+            format_html("New API key for team {} (shown once; copy it now): <code>{}</code>", obj.team.name, raw_key),
+            messages.WARNING,
+        )
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "api_key": obj,
+            "title": f"API key {obj.prefix}… created",
+            "changelist_url": reverse("admin:memory_app_apikey_changelist"),
+            "add_url": reverse("admin:memory_app_apikey_add"),
+        }
+        return TemplateResponse(request, "admin/memory_app/apikey/key_created.html", context)
+
+    @admin.action(description="Revoke selected keys", permissions=["change"])
+    def revoke_selected(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        revoked = 0
+        for api_key in queryset.filter(revoked_at__isnull=True):
+            services.api_key_revoke(api_key=api_key)
+            revoked += 1
+        self.message_user(request, f"Revoked {revoked} key{'s' if revoked != 1 else ''}.", messages.SUCCESS)
+
+
+@admin.register(Session)
+class SessionAdmin(ReadOnlyAdmin):
+    """Read-only: sessions are written through the API's services (token counts, seqs, events).
+
+    Not even deletable here: the confirmation page would list every message of the session.
+    """
+
+    list_display = ["__str__", "team", "memory_type", "message_count", "created_at", "updated_at"]
+    list_filter = ["memory_type", "created_at", "team"]
+    search_fields = ["=id", "external_id", "system_prompt"]
+    list_select_related = ["team"]
+    date_hierarchy = "created_at"
+    fields = [
+        "id",
+        "team",
+        "external_id",
+        "memory_type",
+        "message_count",
+        "links",
+        "system_prompt",
+        "system_prompt_tokens",
+        "metadata",
+        "additional_state",
+        "last_seq",
+        "created_at",
+        "updated_at",
+    ]
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Session]:
+        return super().get_queryset(request).annotate(message_count=Count("messages"))
+
+    @admin.display(description="messages", ordering="message_count")
+    def message_count(self, session: Session) -> int:
+        return session.message_count  # type: ignore[attr-defined]
+
+    @admin.display(description="open")
+    def links(self, session: Session) -> str:
+        return format_html(
+            '<a href="{}">timeline in the dashboard</a> · <a href="{}?session__id__exact={}">messages in the admin</a>',
+            reverse("dashboard:session", args=[session.pk]),
+            reverse("admin:memory_app_message_changelist"),
+            session.pk,
+        )
+
+
+@admin.register(Message)
+class MessageAdmin(ReadOnlyAdmin):
+    list_display = ["session", "seq", "role", "name", "send_from", "send_to", "token_count", "created_at"]
+    list_filter = ["role", "session__team"]
+    search_fields = ["=session__id", "session__external_id", "name", "tool_call_id", "send_from", "send_to"]
+    list_select_related = ["session"]
+    ordering = ["-created_at"]
+    # Counting every message of a big hub on each changelist page is not worth it.
+    show_full_result_count = False
+
+
+@admin.register(MemoryEvent)
+class MemoryEventAdmin(ReadOnlyAdmin):
+    list_display = ["kind", "team", "session", "created_at"]
+    list_filter = ["kind", "team"]
+    search_fields = ["=session__id", "session__external_id"]
+    list_select_related = ["team", "session"]
+    show_full_result_count = False
