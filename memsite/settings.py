@@ -58,7 +58,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
-ROOT_URLCONF = "memsite.urls"
+ROOT_URLCONF = "bench.urls" if env_bool("MEMSITE_BENCH_FLOORS", False) else "memsite.urls"  # bench/README.md
 WSGI_APPLICATION = "memsite.wsgi.application"
 
 TEMPLATES = [
@@ -178,6 +178,13 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 BROKER_HEALTH_TIMEOUT = env_float("MEMSITE_BROKER_HEALTH_TIMEOUT", 2.0)
+
+# --- LLM: an OpenAI-compatible server when LLM_BASE_URL is set, else the offline backend ---
+LLM_BACKEND = env_str("LLM_BACKEND")  # dotted path; empty = choose from LLM_BASE_URL
+LLM_BASE_URL = env_str("LLM_BASE_URL")
+LLM_API_KEY = env_str("LLM_API_KEY")
+LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")
+LLM_TIMEOUT = env_float("LLM_TIMEOUT", 60.0)
 
 # --- Logging -------------------------------------------------------------------------------
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")

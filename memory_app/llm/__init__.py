@@ -1,0 +1,45 @@
+"""The only place that talks to an LLM. Pick a backend with `get_backend()`.
+
+Like Django's mail backends, the backend is a dotted path (`LLM_BACKEND`); by default the
+OpenAI-compatible backend when `LLM_BASE_URL` is set, else the offline extractive one.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from memory_app.llm.base import (
+    ChatRequest,
+    LLMBackend,
+    LLMError,
+    LLMPayloadTooLarge,
+    LLMPermanentError,
+    LLMResult,
+    LLMTransientError,
+)
+
+OPENAI_BACKEND = "memory_app.llm.openai_backend.OpenAIBackend"
+EXTRACTIVE_BACKEND = "memory_app.llm.extractive.ExtractiveBackend"
+
+
+def backend_path() -> str:
+    if settings.LLM_BACKEND:
+        return settings.LLM_BACKEND
+    return OPENAI_BACKEND if settings.LLM_BASE_URL else EXTRACTIVE_BACKEND
+
+
+def get_backend(path: str | None = None) -> LLMBackend:
+    return import_string(path or backend_path())()
+
+
+__all__ = [
+    "ChatRequest",
+    "LLMBackend",
+    "LLMError",
+    "LLMPayloadTooLarge",
+    "LLMPermanentError",
+    "LLMResult",
+    "LLMTransientError",
+    "get_backend",
+]

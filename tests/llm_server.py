@@ -1,0 +1,133 @@
+"""A scripted OpenAI-compatible HTTP server on 127.0.0.1 for tests (real HTTP, real SDK).
+
+Tests queue steps (a reply, an HTTP error with headers, a slow or held reply, garbage);
+when the queue is empty a default responder answers. Every request body is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    text: str
+    prompt_tokens: int = 11
+    completion_tokens: int = 7
+    delay: float = 0.0
+    hold: threading.Event | None = None  # the reply waits until the test sets it
+
+
+@dataclass
+class Fail:
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: str = '{"error": {"message": "scripted failure", "type": "server_error"}}'
+
+
+@dataclass
+class Garbage:
+    body: str = "this is not json {"
+
+
+Step = Reply | Fail | Garbage
+
+
+def completion(text: str, *, model: str, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop", "logprobs": None}
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+class ScriptedLLMServer:
+    def __init__(self, default: Callable[[dict[str, Any]], str] | None = None) -> None:
+        self.steps: deque[Step] = deque()
+        self.requests: list[dict[str, Any]] = []
+        self.default = default or (lambda body: "scripted summary")
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # keep test output clean
+                return
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with server._lock:
+                    server.requests.append(body)
+                    step = server.steps.popleft() if server.steps else None
+                server._answer(self, body, step)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> ScriptedLLMServer:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def script(self, *steps: Step) -> None:
+        with self._lock:
+            self.steps.extend(steps)
+
+    def _answer(self, handler: BaseHTTPRequestHandler, body: dict[str, Any], step: Step | None) -> None:
+        if step is None:
+            step = Reply(self.default(body))
+        if isinstance(step, Fail):
+            self._send(handler, step.status, step.body.encode(), step.headers)
+            return
+        if isinstance(step, Garbage):
+            self._send(handler, 200, step.body.encode(), {})
+            return
+        if step.hold is not None:
+            step.hold.wait(timeout=60)
+        if step.delay:
+            time.sleep(step.delay)
+        payload = completion(
+            step.text,
+            model=body.get("model", "scripted"),
+            prompt_tokens=step.prompt_tokens,
+            completion_tokens=step.completion_tokens,
+        )
+        self._send(handler, 200, json.dumps(payload).encode(), {})
+
+    @staticmethod
+    def _send(handler: BaseHTTPRequestHandler, status: int, data: bytes, headers: dict[str, str]) -> None:
+        try:
+            handler.send_response(status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(data)))
+            for name, value in headers.items():
+                handler.send_header(name, value)
+            handler.end_headers()
+            handler.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
+            return
