@@ -4,6 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 STAMP := $(VENV)/.installed
+# The differential tests (tests/memory_client) run the reference library, marsys 0.2.1, which
+# needs Python 3.12: it gets its own venv. PYTHON312 is found on PATH or in pyenv's versions.
+MARSYS_VENV := var/marsys-venv
+MARSYS_STAMP := $(MARSYS_VENV)/.installed
+PYTHON312 ?= $(shell for p in python3.12 $(HOME)/.pyenv/versions/3.12*/bin/python3.12; do \
+	"$$p" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null && { echo "$$p"; break; }; done)
 
 .PHONY: run test lint bench
 
@@ -19,7 +25,13 @@ run: $(STAMP)
 	$(BIN)/python manage.py bootstrap --base-url http://127.0.0.1:$(PORT)
 	MEMSITE_PORT=$(PORT) $(BIN)/honcho start
 
-test: $(STAMP)
+$(MARSYS_STAMP):
+	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found (marsys needs it): set PYTHON312=/path/to/python3.12" >&2; exit 1; }
+	test -x $(MARSYS_VENV)/bin/python || $(PYTHON312) -m venv $(MARSYS_VENV)
+	$(MARSYS_VENV)/bin/pip install --quiet marsys==0.2.1
+	touch $(MARSYS_STAMP)
+
+test: $(STAMP) $(MARSYS_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)

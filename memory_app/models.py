@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -100,6 +101,35 @@ class Session(models.Model):
         return self.external_id or str(self.id)
 
 
+class VerbatimJSONField(models.JSONField):
+    """JSON kept as written: PostgreSQL's `json`, not `jsonb`, which reorders object keys.
+
+    Message payloads are replayed to LLMs as text; `{"zeta": 1, "alpha": 2}` must come back
+    in that order, exactly as SQLite and the reference library return it.
+    """
+
+    def db_type(self, connection: Any) -> str:
+        if connection.vendor == "postgresql":
+            return "json"
+        return super().db_type(connection)
+
+    def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
+        if connection.vendor != "postgresql":
+            return super().get_db_prep_value(value, connection, prepared)
+        # Django adapts JSON as psycopg's Jsonb, and the jsonb cast reorders the keys.
+        from psycopg.types.json import Json
+
+        return Json(value if prepared else self.get_prep_value(value))
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        # psycopg decodes `json` columns itself (Django only registers a text loader for
+        # jsonb): the value is already parsed, in its original key order. Decoding it again
+        # would turn the string "42" into the number 42.
+        if connection.vendor == "postgresql":
+            return value
+        return super().from_db_value(value, expression, connection)
+
+
 class Message(models.Model):
     """One message in OpenAI chat shape plus the multi-agent extras of the seeds."""
 
@@ -113,17 +143,17 @@ class Message(models.Model):
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
     seq = models.PositiveBigIntegerField()
     role = models.CharField(max_length=16, choices=Role.choices)
-    content = models.JSONField(null=True, blank=True)
+    content = VerbatimJSONField(null=True, blank=True)
     name = models.CharField(max_length=200, null=True, blank=True)
-    tool_calls = models.JSONField(null=True, blank=True)
+    tool_calls = VerbatimJSONField(null=True, blank=True)
     tool_call_id = models.CharField(max_length=200, null=True, blank=True)
-    agent_calls = models.JSONField(null=True, blank=True)
-    structured_data = models.JSONField(null=True, blank=True)
-    reasoning_details = models.JSONField(null=True, blank=True)
-    images = models.JSONField(null=True, blank=True)
+    agent_calls = VerbatimJSONField(null=True, blank=True)
+    structured_data = VerbatimJSONField(null=True, blank=True)
+    reasoning_details = VerbatimJSONField(null=True, blank=True)
+    images = VerbatimJSONField(null=True, blank=True)
     send_from = models.CharField(max_length=200, null=True, blank=True)
     send_to = models.CharField(max_length=200, null=True, blank=True)
-    meta = models.JSONField(null=True, blank=True)
+    meta = VerbatimJSONField(null=True, blank=True)
     token_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

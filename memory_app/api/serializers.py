@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from memory_app.images import ImageRejected, validate_image_ref
 from memory_app.models import MemoryType, Message, Session
-from memory_app.services import MESSAGE_FIELDS
+from memory_app.services import MESSAGE_FIELDS, split_system_prompt
 
 MAX_TEXT_CHARS = 2_000_000
 _PART_TYPES = ("text", "image_url", "input_audio", "file", "refusal")
@@ -140,16 +140,18 @@ class MessageInputSerializer(serializers.Serializer):
         return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        role = attrs.get("role", getattr(self.instance, "role", None))
-        tool_call_id = attrs.get("tool_call_id", getattr(self.instance, "tool_call_id", None))
-        if role == Message.Role.TOOL and not tool_call_id:
-            raise serializers.ValidationError({"tool_call_id": ["required for role 'tool'"]})
-        if role != Message.Role.TOOL and attrs.get("tool_call_id"):
-            raise serializers.ValidationError({"tool_call_id": ["only messages with role 'tool' answer a tool call"]})
-        if attrs.get("tool_calls") and role != Message.Role.ASSISTANT:
-            raise serializers.ValidationError({"tool_calls": ["only assistant messages make tool calls"]})
         if attrs.get("tool_calls") == []:
             attrs["tool_calls"] = None
+        # On PATCH the rules apply to the message as it will be, stored fields included.
+        role, tool_call_id, tool_calls = (
+            attrs.get(name, getattr(self.instance, name, None)) for name in ("role", "tool_call_id", "tool_calls")
+        )
+        if role == Message.Role.TOOL and not tool_call_id:
+            raise serializers.ValidationError({"tool_call_id": ["required for role 'tool'"]})
+        if role != Message.Role.TOOL and tool_call_id:
+            raise serializers.ValidationError({"tool_call_id": ["only messages with role 'tool' answer a tool call"]})
+        if tool_calls and role != Message.Role.ASSISTANT:
+            raise serializers.ValidationError({"tool_calls": ["only assistant messages make tool calls"]})
         ids = [call["id"] for call in attrs.get("tool_calls") or []]
         if len(ids) != len(set(ids)):
             raise serializers.ValidationError({"tool_calls": ["tool call ids must be unique"]})
@@ -162,6 +164,9 @@ class MessageBatchSerializer(serializers.Serializer):
     def validate_messages(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if len(value) > settings.MAX_MESSAGES_PER_REQUEST:
             raise serializers.ValidationError(f"at most {settings.MAX_MESSAGES_PER_REQUEST} messages per request")
+        ids = [m["message_id"] for m in value if m.get("message_id")]
+        if len(ids) != len(set(ids)):
+            raise serializers.ValidationError("message_id values must be unique within a request")
         return value
 
 
@@ -266,7 +271,7 @@ class ImportSerializer(serializers.Serializer):
     def validate_messages(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         # The first system message becomes the session's system prompt; the rest are
         # validated as ordinary messages (message ids from another session are dropped).
-        body = value[1:] if value and value[0].get("role") == "system" else value
+        _, body = split_system_prompt(value)
         messages = [{k: v for k, v in m.items() if k != "message_id"} for m in body]
         batch = MessageInputSerializer(data=messages, many=True)
         if not batch.is_valid():

@@ -114,20 +114,29 @@ class MessageListCreateView(TeamScopedView):
         "`message_id`s returns the stored ones with 200.",
     )
     def post(self, request: Request, session_id: str) -> Response:
-        session = self.get_session()
-        batch = isinstance(request.data, dict) and "messages" in request.data
-        if batch:
-            serializer: serializers.Serializer = s.MessageBatchSerializer(data=request.data)
-            serializer.is_valid(raise_exception=True)
-            messages = serializer.validated_data["messages"]
-        else:
-            serializer = s.MessageInputSerializer(data=request.data)
-            serializer.is_valid(raise_exception=True)
-            messages = [serializer.validated_data]
-        result = services.message_append(session=session, messages=messages, path="messages" if batch else "")
+        # The session is not read first: the append checks the team as it writes (one
+        # statement on PostgreSQL). A bad body still answers 404 for an unknown session.
+        try:
+            batch, messages = self._validated_messages(request)
+        except Exception:
+            self.get_session()
+            raise
+        result = services.message_append_to(
+            team=self.team, session_id=self.kwargs["session_id"], messages=messages, path="messages" if batch else ""
+        )
         body = s.AppendedSerializer(result.messages, many=True).data
         code = status.HTTP_200_OK if result.replayed else status.HTTP_201_CREATED
         return Response({"messages": body} if batch else body[0], status=code)
+
+    def _validated_messages(self, request: Request) -> tuple[bool, list[dict[str, Any]]]:
+        """(is it a batch, the validated messages) of a one-message or `{"messages": [...]}` body."""
+        if isinstance(request.data, dict) and "messages" in request.data:
+            batch = s.MessageBatchSerializer(data=request.data)
+            batch.is_valid(raise_exception=True)
+            return True, batch.validated_data["messages"]
+        single = s.MessageInputSerializer(data=request.data)
+        single.is_valid(raise_exception=True)
+        return False, [single.validated_data]
 
 
 class MessageDetailView(TeamScopedView):

@@ -97,3 +97,19 @@ def test_an_import_with_an_orphan_tool_result_creates_nothing(api):
     response = api.post("/api/v1/sessions/import/", document, format="json")
     assert response.status_code == 400
     assert Session.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        {"role": "system", "content": {"x": 1}, "images": ["/etc/passwd"]},
+        {"role": "system", "content": [{"type": "text", "text": "s"}], "tool_calls": "garbage"},
+    ],
+)
+def test_a_leading_system_message_that_is_not_a_prompt_is_validated_like_any_other(api, first):
+    response = api.post(
+        "/api/v1/sessions/import/", {"messages": [first, {"role": "user", "content": "hi"}]}, format="json"
+    )
+    assert response.status_code == 400
+    assert any(path.startswith("messages[0]") for path in response.json()["fields"])
+    assert Session.objects.count() == 0

@@ -256,3 +256,46 @@ def test_reset_clears_messages_keeps_the_system_prompt_and_records_an_event(api,
     # seqs keep increasing after a reset: old ids are never reused
     again = api.post(url(session_id), {"role": "user", "content": "c"}, format="json").json()
     assert again["seq"] == 3
+
+
+def test_a_batch_mixing_a_stored_id_with_new_messages_conflicts_and_writes_nothing(api, session_id):
+    chosen = str(uuid.uuid4())
+    api.post(url(session_id), {"message_id": chosen, "role": "user", "content": "old"}, format="json")
+    batch = {"messages": [{"message_id": chosen, "role": "user", "content": "old"}, {"role": "user", "content": "NEW"}]}
+    response = api.post(url(session_id), batch, format="json")
+    assert response.status_code == 409
+    assert list(Message.objects.values_list("content", flat=True)) == ["old"]
+
+
+def test_a_batch_repeating_one_message_id_is_a_400(api, session_id):
+    chosen = str(uuid.uuid4())
+    batch = {"messages": [{"message_id": chosen, "role": "user"}, {"message_id": chosen, "role": "user"}]}
+    response = api.post(url(session_id), batch, format="json")
+    assert response.status_code == 400
+    assert "messages" in response.json()["fields"]
+    assert Message.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("original", "patch", "field"),
+    [
+        ({"role": "assistant", "tool_calls": [tool_call("k")]}, {"role": "user"}, "tool_calls"),
+        ({"role": "tool", "tool_call_id": "k", "content": "r"}, {"role": "user"}, "tool_call_id"),
+    ],
+)
+def test_a_role_change_is_checked_against_the_stored_fields(api, session_id, original, patch, field):
+    if original["role"] == "tool":
+        api.post(url(session_id), {"role": "assistant", "tool_calls": [tool_call("k")]}, format="json")
+    message_id = api.post(url(session_id), original, format="json").json()["message_id"]
+    response = api.patch(url(session_id, f"{message_id}/"), patch, format="json")
+    assert response.status_code == 400
+    assert field in response.json()["fields"]
+    assert Message.objects.get(pk=message_id).role == original["role"]
+
+
+def test_dict_content_keeps_its_key_order_on_every_database(api, session_id):
+    content = {"zeta": 1, "alpha": [{"type": "text", "text": "x"}], "mid": None}
+    api.post(url(session_id), {"role": "assistant", "content": content}, format="json")
+    assert list(Message.objects.get().content) == ["zeta", "alpha", "mid"]
+    context = api.get(f"/api/v1/sessions/{session_id}/context/").json()["messages"]
+    assert context[-1]["content"] == '{"zeta":1,"alpha":[{"type":"text","text":"x"}],"mid":null}'

@@ -1,0 +1,57 @@
+"""What the client raises: marsys's MessageError for misuse, ApiError for what the server refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class MemoryClientError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class MessageError(MemoryClientError):
+    """A message was misused or refused: the cases marsys raises `MessageError` for.
+
+    marsys 0.2.1 passes keyword context (message_id, invalid_data, ...) that its own
+    constructor rejects, so there the intended MessageError surfaces as a TypeError. Here the
+    context is kept in `context`, and `fields` holds the server's per-field reasons when the
+    server refused the message (e.g. {"tool_call_id": ["required for role 'tool'"]}).
+    """
+
+    error_code = "MESSAGE_ERROR"
+
+    def __init__(self, message: str, *, fields: dict[str, list[str]] | None = None, **context: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields = fields or {}
+        self.context = context
+
+
+class ApiError(MemoryClientError):
+    """The server answered with an error (or could not be reached: status_code is None)."""
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        status_code: int | None,
+        error: str = "",
+        fields: dict[str, list[str]] | None = None,
+    ) -> None:
+        super().__init__(f"{status_code or 'no response'} {error}: {detail}".strip())
+        self.detail = detail
+        self.status_code = status_code
+        self.error = error
+        self.fields = fields or {}
+
+
+class AuthenticationError(ApiError):
+    """401/403: the key is missing, wrong, revoked, or may only read."""
+
+
+class NotFoundError(ApiError):
+    """404: the session does not exist or belongs to another team (the server tells neither apart)."""
+
+
+class ConflictError(ApiError):
+    """409: e.g. an external_id or a message_id already used by another row."""

@@ -1,0 +1,530 @@
+"""marsys 0.2.1's ConversationMemory and MemoryManager, kept on a memsite server instead of a list.
+
+Positions follow marsys: index 0 is the system message when there is one. On the server the
+system prompt lives on the session (not as a message row), so index 0 maps to the session's
+`system_prompt` and index i to the i-th message row in seq order (i-1 when there is a prompt).
+Every read goes to the server, never to a local cache: other agents write the same session.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from memory_client.errors import ApiError, MemoryClientError, MessageError, NotFoundError
+from memory_client.messages import (
+    WIRE_FIELDS,
+    AgentCallMsg,
+    Message,
+    ToolCallMsg,
+    calls_to_wire,
+    check_images,
+    convert_calls,
+    image_url,
+)
+from memory_client.openai_format import to_llm_dict
+from memory_client.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT, HttpApi
+
+logger = logging.getLogger(__name__)
+
+ROLES = ("system", "user", "assistant", "tool")
+SUPPORTED_MEMORY_TYPES = ("conversation_history", "managed_conversation")
+_PAGE = 1000  # the list endpoint's largest page
+_MAX_LAST = 10000  # the list endpoint's largest `last`
+# load_from_file sends big files in several atomic batches, each well under the server's
+# per-request limits (MEMSITE_MAX_MESSAGES_PER_REQUEST=500, 20 MiB bodies by default).
+_BATCH_MESSAGES = 100
+_BATCH_BYTES = 8 * 1024 * 1024
+# The fields a replace_memory() sets: every field of marsys's Message. send_from/send_to/meta
+# are memsite's own and stay as they were.
+_REPLACED_FIELDS = (
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "agent_calls",
+    "structured_data",
+    "reasoning_details",
+    "images",
+)
+
+
+def _as_uuid(value: object) -> str | None:
+    """The canonical form of a UUID, or None: the server's ids are UUIDs, so nothing else exists."""
+    try:
+        return str(uuid.UUID(str(value)))
+    except ValueError:
+        return None
+
+
+def _system(prompt: str) -> dict[str, Any]:
+    return {"role": "system", "content": prompt}
+
+
+def _chunks(records: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    chunks: list[list[dict[str, Any]]] = [[]]
+    size = 0
+    for record in records:
+        record_size = len(json.dumps(record, ensure_ascii=False, default=str))
+        if chunks[-1] and (len(chunks[-1]) >= _BATCH_MESSAGES or size + record_size > _BATCH_BYTES):
+            chunks.append([])
+            size = 0
+        chunks[-1].append(record)
+        size += record_size
+    return [chunk for chunk in chunks if chunk]
+
+
+class RemoteConversationMemory:
+    """marsys's ConversationMemory over the REST API: same methods, arguments and return shapes.
+
+    Without `session_id` a new session is created (its system prompt is `description`); with
+    one, the client attaches to that existing session, and a non-empty `description` that
+    differs from the stored prompt replaces it. URL and key come from the arguments or from
+    MEMSITE_URL / MEMSITE_API_KEY.
+    """
+
+    def __init__(
+        self,
+        description: str | None = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        session_id: str | None = None,
+        memory_type: str = "conversation_history",
+        external_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_RETRIES,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if memory_type not in SUPPORTED_MEMORY_TYPES:
+            raise ValueError(f"memory_type must be one of {SUPPORTED_MEMORY_TYPES}, got {memory_type!r}")
+        canonical = None if session_id is None else _as_uuid(session_id)
+        if session_id is not None and canonical is None:
+            raise ValueError(f"session_id must be a UUID, got {session_id!r}")
+        self._api = HttpApi(
+            base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries, transport=transport
+        )
+        try:
+            session = self._open_session(canonical, description, memory_type, external_id, metadata)
+            self.session_id: str = session["id"]
+            self.memory_type: str = session["memory_type"]
+            if description and description != session["system_prompt"]:
+                self._patch_session({"system_prompt": description})
+        except BaseException:
+            self._api.close()  # no connection pool left behind by a constructor that failed
+            raise
+
+    def _open_session(
+        self,
+        session_id: str | None,
+        description: str | None,
+        memory_type: str,
+        external_id: str | None,
+        metadata: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        if session_id is not None:
+            return self._api.get(f"sessions/{session_id}/")
+        body: dict[str, Any] = {"system_prompt": description or "", "memory_type": memory_type}
+        if external_id is not None:
+            body["external_id"] = external_id
+        if metadata is not None:
+            body["metadata"] = metadata
+        return self._api.request("POST", "sessions/", json_body=body).json()
+
+    # --- plumbing ------------------------------------------------------------------------
+
+    @property
+    def _path(self) -> str:
+        return f"sessions/{self.session_id}/"
+
+    def close(self) -> None:
+        self._api.close()
+
+    def __enter__(self) -> RemoteConversationMemory:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _session(self) -> dict[str, Any]:
+        return self._api.get(self._path)
+
+    def _patch_session(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._api.request("PATCH", self._path, json_body=body).json()
+
+    def _session_exists(self) -> bool:
+        try:
+            self._session()
+        except NotFoundError:
+            return False
+        return True
+
+    def _write_message(self, method: str, path: str, body: Any, *, idempotent: bool) -> httpx.Response:
+        """A message write; the server refusing the message itself (400/413) is a MessageError."""
+        try:
+            return self._api.request(method, path, json_body=body, idempotent=idempotent)
+        except ApiError as exc:
+            if exc.status_code in (400, 413):
+                raise MessageError(exc.detail, fields=exc.fields) from exc
+            raise
+
+    def _append(self, records: list[dict[str, Any]]) -> None:
+        """POST messages that carry client-chosen ids, so a retried POST cannot store them twice."""
+        for record in records:
+            if _as_uuid(record.get("message_id")) is None:
+                raise MessageError(
+                    f"message_id must be a UUID for the memsite server, got {record.get('message_id')!r}",
+                    message_id=record.get("message_id"),
+                )
+        for chunk in _chunks(records):
+            body = chunk[0] if len(chunk) == 1 else {"messages": chunk}
+            self._write_message("POST", self._path + "messages/", body, idempotent=True)
+
+    def _rows(self, *, role: str | None = None, last: int | None = None) -> list[dict[str, Any]]:
+        """Stored message records in seq order: the `last` N, or all of them page by page."""
+        if last is not None:
+            return self._api.get(self._path + "messages/", role=role, last=last)["results"]
+        rows: list[dict[str, Any]] = []
+        after = None
+        while True:
+            page = self._api.get(self._path + "messages/", role=role, after=after, limit=_PAGE)
+            rows.extend(page["results"])
+            after = page["next_after"]
+            if after is None:
+                return rows
+
+    def _entries(self) -> list[dict[str, Any]]:
+        """marsys's memory list in one request: the system prompt (no message_id), then every row."""
+        return self._api.get(self._path + "export/")["messages"]
+
+    def _message_path(self, message_id: str) -> str:
+        return f"{self._path}messages/{message_id}/"
+
+    # --- writes --------------------------------------------------------------------------
+
+    def add(
+        self,
+        message: Message | None = None,
+        *,
+        role: str | None = None,
+        content: str | dict[str, Any] | None = None,
+        name: str | None = None,
+        tool_calls: list[dict[str, Any] | ToolCallMsg] | None = None,
+        agent_calls: list[dict[str, Any] | AgentCallMsg] | None = None,
+        images: list[str] | None = None,
+        tool_call_id: str | None = None,
+    ) -> str:
+        """Append a message (a Message, or one built from the keywords); return its message_id."""
+        if message is None:
+            if role is None:
+                raise MessageError("Either a Message object or role must be provided to add.")
+            message = Message(
+                role=role,
+                content=content,
+                name=name,
+                tool_calls=tool_calls,
+                agent_calls=agent_calls,
+                images=images,
+                tool_call_id=tool_call_id,
+            )
+        self._append([message.to_dict()])
+        return message.message_id
+
+    def update(
+        self,
+        message_id: str,
+        *,
+        role: str | None = None,
+        content: str | dict[str, Any] | None = None,
+        name: str | None = None,
+        tool_calls: list[dict[str, Any] | ToolCallMsg] | None = None,
+        agent_calls: list[dict[str, Any] | AgentCallMsg] | None = None,
+        images: list[str] | None = None,
+    ) -> None:
+        """Change the given fields (None means "keep", as in marsys); other fields stay as stored.
+
+        Unlike marsys, tool_call_id, structured_data and reasoning_details survive an update.
+        """
+        canonical = _as_uuid(message_id)
+        not_found = MessageError(f"Message with ID '{message_id}' not found in memory.", message_id=message_id)
+        if canonical is None:
+            raise not_found
+        body: dict[str, Any] = {}
+        if role is not None:
+            body["role"] = role
+        if content is not None:
+            body["content"] = content
+        if name is not None:
+            body["name"] = name
+        if tool_calls is not None:
+            body["tool_calls"] = calls_to_wire(convert_calls(tool_calls, ToolCallMsg, "tool_calls", message_id))
+        if agent_calls is not None:
+            body["agent_calls"] = calls_to_wire(convert_calls(agent_calls, AgentCallMsg, "agent_calls", message_id))
+        if images is not None:
+            body["images"] = [image_url(ref) for ref in check_images(images, message_id) or []]
+        try:
+            self._write_message("PATCH", self._message_path(canonical), body, idempotent=False)
+        except NotFoundError:
+            if self._session_exists():
+                raise not_found from None
+            raise
+
+    def replace_memory(
+        self,
+        idx: int,
+        message: Message | None = None,
+        *,
+        role: str | None = None,
+        content: str | None = None,
+        message_id: str | None = None,
+        name: str | None = None,
+        tool_calls: list[ToolCallMsg] | None = None,
+        agent_calls: list[AgentCallMsg] | None = None,
+        images: list[str] | None = None,
+    ) -> None:
+        """Replace the message at position `idx` (0 = the system prompt when there is one).
+
+        The stored row keeps its server id: the server cannot rename a message, so a new
+        `message_id` (given, or on `message`) is not applied.
+        """
+        entries = self._entries()
+        if not 0 <= idx < len(entries):
+            raise IndexError("Memory index out of range.")
+        if message is None:
+            if role is None:
+                raise MessageError("Either a Message object or role must be provided to replace_memory.")
+            message = Message(
+                role=role,
+                content=content,
+                message_id=message_id or str(uuid.uuid4()),
+                name=name,
+                tool_calls=tool_calls,
+                agent_calls=agent_calls,
+                images=images,
+            )
+        target = entries[idx]
+        if "message_id" not in target:
+            self._replace_system_prompt(message)
+            return
+        wire = message.to_dict()
+        body = {field: wire.get(field) for field in _REPLACED_FIELDS}
+        try:
+            self._write_message("PATCH", self._message_path(target["message_id"]), body, idempotent=False)
+        except NotFoundError:
+            if self._session_exists():
+                raise MessageError(f"The message at index {idx} was removed meanwhile.") from None
+            raise
+
+    def _replace_system_prompt(self, message: Message) -> None:
+        extras = (message.name, message.tool_calls, message.agent_calls, message.images, message.tool_call_id)
+        if message.role != "system" or not isinstance(message.content, str) or any(extras):
+            # The prompt is a string on the session; a row cannot be moved in front of seq 1.
+            raise MessageError(
+                "Index 0 is the session's system prompt: it can only be replaced by a system message "
+                "with text content and no other fields."
+            )
+        self._patch_session({"system_prompt": message.content})
+
+    def delete_memory(self, idx: int) -> None:
+        """Delete the message at position `idx`; deleting index 0 clears the system prompt."""
+        entries = self._entries()
+        if not 0 <= idx < len(entries):
+            raise IndexError("Memory index out of range.")
+        target = entries[idx]
+        if "message_id" not in target:
+            self._patch_session({"system_prompt": ""})
+            return
+        try:
+            self._api.request("DELETE", self._message_path(target["message_id"]))
+        except NotFoundError:
+            if not self._session_exists():
+                raise  # else another agent deleted it first: it is gone either way
+
+    def remove_by_id(self, message_id: str) -> bool:
+        """Delete a message; False when no such message is in this session."""
+        canonical = _as_uuid(message_id)
+        if canonical is None:
+            return False
+        try:
+            self._api.request("DELETE", self._message_path(canonical))
+        except NotFoundError:
+            if self._session_exists():
+                return False
+            raise
+        return True
+
+    def reset_memory(self) -> None:
+        """Delete every message, keeping the system prompt (or a leading system message, as marsys)."""
+        keep: dict[str, Any] | None = None
+        if not self._session()["system_prompt"]:
+            first = self._api.get(self._path + "messages/", limit=1)["results"]
+            if first and first[0]["role"] == "system":
+                keep = first[0]
+        self._api.request("POST", self._path + "reset/")
+        if keep is not None:
+            # The server resets all rows; put marsys's kept system message back, same id.
+            record = {field: keep[field] for field in WIRE_FIELDS if keep.get(field) is not None}
+            self._append([{"message_id": keep["message_id"], **record}])
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def retrieve_all(self) -> list[dict[str, Any]]:
+        """Every message, system prompt first, as LLM API dicts."""
+        return [to_llm_dict(entry) for entry in self._entries()]
+
+    def get_messages(self) -> list[dict[str, Any]]:
+        """Messages for the LLM: retrieve_all(), as marsys's ConversationMemory."""
+        return self.retrieve_all()
+
+    def retrieve_recent(self, n: int = 1) -> list[dict[str, Any]]:
+        """The last n entries of retrieve_all() (the system prompt counts, as in marsys)."""
+        if n <= 0:
+            return []
+        rows = self._rows(last=n) if n <= _MAX_LAST else self._rows()
+        entries = [to_llm_dict(row) for row in rows]
+        if len(rows) < n:
+            prompt = self._session()["system_prompt"]
+            if prompt:
+                entries.insert(0, _system(prompt))
+        return entries[-n:]
+
+    def retrieve_by_id(self, message_id: str) -> dict[str, Any] | None:
+        canonical = _as_uuid(message_id)
+        if canonical is None:
+            return None
+        try:
+            return to_llm_dict(self._api.get(self._message_path(canonical)))
+        except NotFoundError:
+            if self._session_exists():
+                return None
+            raise
+
+    def retrieve_by_role(self, role: str, n: int | None = None) -> list[dict[str, Any]]:
+        """Entries with this role (the system prompt is a "system" entry), the last n when n is set."""
+        if role not in ROLES:
+            return []
+        limited = isinstance(n, int) and 0 < n <= _MAX_LAST
+        entries = [to_llm_dict(row) for row in self._rows(role=role, last=n if limited else None)]
+        if role == "system":
+            prompt = self._session()["system_prompt"]
+            if prompt:
+                entries.insert(0, _system(prompt))
+        return entries[-n:] if n else entries
+
+    def context(self, last: int | None = None, max_tokens: int | None = None) -> list[dict[str, Any]]:
+        """The server's LLM context: system prompt + the newest messages within `last`/`max_tokens`."""
+        return self._api.get(self._path + "context/", last=last, max_tokens=max_tokens)["messages"]
+
+    # --- files ---------------------------------------------------------------------------
+
+    def save_to_file(self, filepath: str, additional_state: dict[str, Any] | None = None) -> None:
+        """Write the session's export document; `additional_state` is also stored on the session.
+
+        Messages are the server's lossless records (ids, tool_call_id, agent_calls, images as
+        data URLs ...), not marsys's LLM dicts, so load_from_file restores them exactly.
+        """
+        if additional_state:
+            self._patch_session({"additional_state": additional_state})
+        document = self._api.get(self._path + "export/")
+        document.pop("additional_state", None)
+        document["memory_type"] = self.memory_type
+        document["timestamp"] = time.time()
+        if additional_state:
+            document["additional_state"] = additional_state
+        path = Path(filepath)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w") as file:
+            json.dump(document, file, indent=2)
+        logger.info("Memory saved to %s", filepath)
+
+    def load_from_file(self, filepath: str) -> dict[str, Any] | None:
+        """Replace this session's memory with a save_to_file document (ours or marsys's).
+
+        A leading system message becomes the session's system prompt (marsys appends it after
+        the kept prompt instead, duplicating it). Returns the file's additional_state.
+        """
+        path = Path(filepath)
+        if not path.exists():
+            logger.warning("Memory file %s does not exist. Starting with empty memory.", filepath)
+            return None
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise MemoryClientError(f"Failed to load memory from {filepath}: {exc}") from exc
+        if not isinstance(data, dict) or not isinstance(data.get("messages", []), list):
+            raise MemoryClientError(f"Failed to load memory from {filepath}: not a save_to_file document")
+        if data.get("memory_type") != self.memory_type:
+            logger.warning(
+                "Memory type mismatch: file has %r, memory is %r.", data.get("memory_type"), self.memory_type
+            )
+        messages = [m for m in data.get("messages", []) if isinstance(m, dict)]  # marsys skips the rest too
+        patch: dict[str, Any] = {"additional_state": data.get("additional_state")}
+        if messages and messages[0].get("role") == "system" and isinstance(messages[0].get("content"), str):
+            patch["system_prompt"] = messages.pop(0)["content"]
+        # Validate everything before changing anything; fresh ids, since the file's may be
+        # taken by the session it was saved from.
+        records = []
+        for entry in messages:
+            message = Message.from_dict({k: v for k, v in entry.items() if k != "message_id"})
+            extras = {k: entry[k] for k in ("send_from", "send_to", "meta") if entry.get(k) is not None}
+            records.append({**message.to_dict(), **extras})
+        self._patch_session(patch)
+        self.reset_memory()
+        self._append(records)
+        logger.info("Memory loaded from %s with %d messages", filepath, len(records))
+        return data.get("additional_state")
+
+
+ConversationMemory = RemoteConversationMemory
+
+
+class MemoryManager(RemoteConversationMemory):
+    """marsys's MemoryManager: the same constructor (plus where the server is) and methods.
+
+    `model`, `memory_config` and `token_counter` are accepted so marsys call sites run
+    unchanged; token counting and compaction belong to the server.
+    """
+
+    def __init__(
+        self,
+        memory_type: str = "conversation_history",
+        description: str | None = None,
+        model: Any = None,
+        memory_config: Any = None,
+        token_counter: Any = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        session_id: str | None = None,
+        external_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_RETRIES,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        super().__init__(
+            description,
+            base_url=base_url,
+            api_key=api_key,
+            session_id=session_id,
+            memory_type=memory_type,
+            external_id=external_id,
+            metadata=metadata,
+            timeout=timeout,
+            max_retries=max_retries,
+            transport=transport,
+        )
+        self.memory_type = memory_type
+
+    @property
+    def memory_module(self) -> MemoryManager:
+        """marsys code reaches the module through the manager; here they are one object."""
+        return self

@@ -1,0 +1,53 @@
+"""A live server, a tenant with a key, and MemoryManagers that talk to it over real HTTP."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory_client import MemoryManager
+from tests.conftest import Tenant, make_tenant
+
+# A real 1x1 PNG: the server checks the magic bytes of every data URL.
+PNG_BYTES = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
+PNG_DATA_URL = "data:image/png;base64," + base64.b64encode(PNG_BYTES).decode()
+
+
+@pytest.fixture
+def client_tenant(transactional_db: None) -> Tenant:
+    return make_tenant("client-alpha")
+
+
+@pytest.fixture
+def server_url(live_server: Any) -> str:
+    return live_server.url
+
+
+@pytest.fixture
+def make_memory(server_url: str, client_tenant: Tenant) -> Iterator[Callable[..., MemoryManager]]:
+    """Build MemoryManagers against the live server; every one is closed at teardown."""
+    made: list[MemoryManager] = []
+
+    def make(*args: Any, **kwargs: Any) -> MemoryManager:
+        kwargs.setdefault("base_url", server_url)
+        kwargs.setdefault("api_key", client_tenant.key)
+        manager = MemoryManager(*args, **kwargs)
+        made.append(manager)
+        return manager
+
+    yield make
+    for manager in made:
+        manager.close()
+
+
+@pytest.fixture
+def png_path(tmp_path: Path) -> Path:
+    path = tmp_path / "pixel.png"
+    path.write_bytes(PNG_BYTES)
+    return path
