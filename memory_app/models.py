@@ -14,6 +14,8 @@ class Team(models.Model):
     """A tenant. Every other row belongs to exactly one team."""
 
     name = models.CharField(max_length=100, unique=True)
+    # Partial ManagedMemoryConfig (seed 003) that new sessions of the team start from.
+    memory_config_defaults = models.JSONField(default=dict, blank=True)
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="TeamMembership", related_name="teams", blank=True
     )
@@ -83,6 +85,14 @@ class Session(models.Model):
     # Caller state saved beside the messages (MemoryManager.save_to_file's additional_state).
     additional_state = models.JSONField(null=True, blank=True)
     memory_type = models.CharField(max_length=32, choices=MemoryType.choices, default=MemoryType.CONVERSATION_HISTORY)
+    # The effective ManagedMemoryConfig (defaults filled in); see memory_app/memory_config.py.
+    memory_config = models.JSONField(default=dict, blank=True)
+    # Denormalised from memory_config so the append path decides without parsing JSON:
+    # the token count above which a compaction is queued, or null for never.
+    compaction_threshold = models.PositiveIntegerField(null=True, blank=True)
+    # Tokens of the active context (system prompt + summary + messages after it), kept
+    # current by every write so the threshold check costs nothing.
+    active_tokens = models.PositiveBigIntegerField(default=0)
     last_seq = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -180,6 +190,10 @@ class MemoryEvent(models.Model):
     class Kind(models.TextChoices):
         RESET = "reset", "reset"
         IMPORTED = "imported", "imported"
+        COMPACTION_STARTED = "compaction_started", "compaction started"
+        COMPACTION_COMPLETED = "compaction_completed", "compaction completed"
+        COMPACTION_FAILED = "compaction_failed", "compaction failed"
+        COMPACTION_REVERTED = "compaction_reverted", "compaction reverted"
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memory_events")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events", null=True, blank=True)
@@ -192,3 +206,67 @@ class MemoryEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.session_id or self.team_id}"
+
+
+class CompactionRun(models.Model):
+    """A durable compaction job and its ledger entry. Raw messages are never touched:
+    the summary stands in for messages (covered_from_seq..covered_to_seq] at read time."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "pending"
+        RUNNING = "running", "running"
+        DONE = "done", "done"
+        FAILED = "failed", "failed"
+        REVERTED = "reverted", "reverted"
+
+    class Trigger(models.TextChoices):
+        THRESHOLD = "threshold", "threshold"
+        MANUAL = "manual", "manual"
+        PAYLOAD_ERROR = "payload_error", "payload error"
+
+    ACTIVE = (Status.PENDING, Status.RUNNING)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="compaction_runs")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="compaction_runs")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    trigger = models.CharField(max_length=16, choices=Trigger.choices)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    # Seqs this run's summary replaces: (covered_from_seq, covered_to_seq]; set when it runs.
+    covered_from_seq = models.PositiveBigIntegerField(default=0)
+    covered_to_seq = models.PositiveBigIntegerField(null=True, blank=True)
+    summary = models.JSONField(null=True, blank=True)  # the messages that stand in for the range
+    pre_tokens = models.PositiveIntegerField(default=0)
+    post_tokens = models.PositiveIntegerField(default=0)
+    pre_bytes = models.PositiveBigIntegerField(default=0)
+    post_bytes = models.PositiveBigIntegerField(default=0)
+    pre_messages = models.PositiveIntegerField(default=0)
+    post_messages = models.PositiveIntegerField(default=0)
+    stages_run = models.JSONField(default=list, blank=True)
+    backend = models.CharField(max_length=50, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # When the job last became runnable (queued or re-queued): the sweeper's clock.
+    queued_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    reverted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # One compaction per session at a time, even under concurrent requests.
+            models.UniqueConstraint(
+                fields=["session"],
+                condition=Q(status__in=["pending", "running"]),
+                name="one_active_compaction_per_session",
+            )
+        ]
+        indexes = [models.Index(fields=["session", "-created_at"], name="compaction_session_created")]
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.trigger} compaction {self.status} ({self.session_id})"

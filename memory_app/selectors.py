@@ -9,11 +9,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Count, F, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
-from memory_app import tokens
-from memory_app.models import Message, Session, Team
+from memory_app import context as ctx
+from memory_app import memory_config, tokens
+from memory_app.models import CompactionRun, MemoryType, Message, Session, Team
 from memory_client.openai_format import to_openai_message
 from memsite.errors import NotFound
 
@@ -31,7 +33,7 @@ EXPORT_FIELDS = (
     "send_to",
     "meta",
 )
-_CONTEXT_FIELDS = ("role", "content", "name", "tool_calls", "tool_call_id", "images", "token_count")
+_CONTEXT_FIELDS = ("seq", "role", "content", "name", "tool_calls", "tool_call_id", "images", "token_count")
 
 
 def session_get(*, team: Team, session_id: uuid.UUID | str) -> Session:
@@ -106,53 +108,115 @@ def message_page(
     return MessagePage(messages=page, next_after=page[-1].seq if has_more else None)
 
 
-def _drop_orphan_tool_results(window: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Remove tool results whose assistant tool call is not in the window.
-
-    A budget cut can fall between an assistant's tool_calls and its results; sending the
-    results alone makes every OpenAI request fail, so they go with their call.
-    """
-    open_calls: set[str] = set()
-    kept: list[dict[str, Any]] = []
-    for message in window:
-        if message["role"] == Message.Role.TOOL:
-            if message.get("tool_call_id") not in open_calls:
-                continue
-        for call in message.get("tool_calls") or []:
-            open_calls.add(call["id"])
-        kept.append(message)
-    return kept
-
-
 @dataclass(frozen=True)
 class Context:
     messages: list[dict[str, Any]]
     token_count: int
 
 
-def context_build(*, session: Session, last: int, max_tokens: int | None = None) -> Context:
-    """System prompt + the most recent messages that fit `last` and `max_tokens`.
+def latest_done_run(session_id: Any) -> CompactionRun | None:
+    """The compaction whose summary the active context starts from (reverted ones excluded)."""
+    return (
+        CompactionRun.objects.filter(session_id=session_id, status=CompactionRun.Status.DONE)
+        .order_by("-covered_to_seq")
+        .first()
+    )
 
-    Reads only the window (newest first by the (session, seq) index) and sums cached
-    token counts, so its cost follows the window, not the length of the history.
+
+def _newest(session: Session, *, after: int, limit: int) -> list[dict[str, Any]]:
+    """Up to `limit` newest messages with seq > after, oldest first (reads the window only)."""
+    rows = Message.objects.filter(session=session, seq__gt=after).order_by("-seq").values(*_CONTEXT_FIELDS)[:limit]
+    return list(rows)[::-1]
+
+
+def _first_user(session: Session) -> dict[str, Any] | None:
+    return (
+        Message.objects.filter(session=session, role=Message.Role.USER).order_by("seq").values(*_CONTEXT_FIELDS).first()
+    )
+
+
+def _latest_user(session: Session) -> dict[str, Any] | None:
+    return (
+        Message.objects.filter(session=session, role=Message.Role.USER)
+        .order_by("-seq")
+        .values(*_CONTEXT_FIELDS)
+        .first()
+    )
+
+
+def _managed_pieces(
+    session: Session, config: memory_config.ManagedMemoryConfig, limit: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int | None]:
+    """(head, tail, budget) of a managed session's active context.
+
+    head: the original instruction (when configured and covered) and the latest
+    summary; tail: the messages after the summary, tool outputs truncated; budget:
+    the token cap the tail is packed into, if any.
     """
-    newest_first = list(Message.objects.filter(session=session).order_by("-seq").values(*_CONTEXT_FIELDS)[:last])
+    policy = config.active_context
+    run = latest_done_run(session.pk) if policy.mode == "compaction" else None
+    after = run.covered_to_seq or 0 if run else 0
+    head: list[dict[str, Any]] = []
+    if run is not None:
+        instruction = _first_user(session) if policy.summarization.include_original_instruction else None
+        if instruction is not None and instruction["seq"] <= after:
+            head.append(instruction)
+        head.extend(run.summary or [])
+    tail = _newest(session, after=after, limit=limit)
+    if policy.uses("tool_truncation") and policy.tool_truncation.enabled:
+        truncation = policy.tool_truncation
+        tail, _ = ctx.truncate_tool_outputs(
+            tail,
+            max_tokens=truncation.max_tool_message_tokens,
+            grace_rounds=truncation.grace_recent_messages,
+            marker=truncation.append_marker,
+            truncate=tokens.truncate_text,
+            count=lambda m: tokens.count_message(m, image_tokens=config.image_token_estimate),
+        )
+    budget: int | None = None
+    if policy.mode == "sliding_window":
+        budget = int(config.threshold_tokens * (1 - policy.sliding_window.headroom_percent))
+    elif policy.uses("backward_packing"):
+        total = sum(m["token_count"] for m in head + tail) + session.system_prompt_tokens
+        if total > config.threshold_tokens:
+            budget = config.compaction_target_tokens
+    return head, tail, budget
+
+
+def context_build(*, session: Session, last: int | None = None, max_tokens: int | None = None) -> Context:
+    """The message array for an LLM: system prompt, then the session's active context.
+
+    A conversation_history session gives its `last` (default MEMSITE_CONTEXT_WINDOW)
+    messages; a managed session gives its latest summary and the messages after it
+    (seed 003's active context, derived: stored messages are never rewritten). Either is
+    packed newest-first into `max_tokens`, keeps tool calls with their results, and holds
+    at least one user message. Only the window is read, so the cost follows the window,
+    not the history.
+    """
+    head: list[dict[str, Any]] = []
+    budget: int | None = None
+    config = memory_config.parse_config(session.memory_config or {})
+    if session.memory_type == MemoryType.MANAGED_CONVERSATION and config.active_context.enabled:
+        head, tail, budget = _managed_pieces(session, config, last or settings.MAX_CONTEXT_MESSAGES)
+    else:
+        tail = _newest(session, after=0, limit=last or settings.DEFAULT_CONTEXT_WINDOW)
+    if max_tokens is not None:
+        budget = max_tokens if budget is None else min(budget, max_tokens)
     system_tokens = session.system_prompt_tokens
-    budget = None if max_tokens is None else max_tokens - system_tokens - tokens.REPLY_PRIMING_TOKENS
-    window: list[dict[str, Any]] = []
-    used = 0
-    for message in newest_first:
-        if budget is not None and used + message["token_count"] > budget:
-            break
-        used += message["token_count"]
-        window.append(message)
-    window = _drop_orphan_tool_results(window[::-1])
+    if budget is not None:
+        fixed = system_tokens + sum(m["token_count"] for m in head) + tokens.REPLY_PRIMING_TOKENS
+        tail = ctx.pack_backward(tail, max(budget - fixed, 0))
+    else:
+        tail = ctx.complete_tool_turns(tail)
+    body = head + tail
+    if not any(m["role"] == Message.Role.USER for m in body):
+        body = ctx.ensure_user_message(body, _latest_user(session))
 
     out: list[dict[str, Any]] = []
     if session.system_prompt:
         out.append({"role": "system", "content": session.system_prompt})
-    out.extend(to_openai_message(message) for message in window)
-    total = tokens.count_request([system_tokens, *(m["token_count"] for m in window)])
+    out.extend(to_openai_message(message) for message in body)
+    total = tokens.count_request([system_tokens, *(m["token_count"] for m in body)])
     return Context(messages=out, token_count=total)
 
 

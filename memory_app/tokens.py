@@ -84,3 +84,11 @@ def count_message(
 def count_request(message_tokens: list[int]) -> int:
     """Tokens of a whole request from its messages' cached counts."""
     return sum(message_tokens) + REPLY_PRIMING_TOKENS
+
+
+def truncate_text(text: str, max_tokens: int, encoding: str = DEFAULT_ENCODING) -> str:
+    """The longest prefix of `text` within `max_tokens` tokens (cut at a token boundary)."""
+    encoded = get_encoding(encoding).encode(text, disallowed_special=())
+    if len(encoded) <= max_tokens:
+        return text
+    return get_encoding(encoding).decode(encoded[:max_tokens])

@@ -134,6 +134,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_BODY_BYTES
 MAX_IMAGE_BYTES = env_int("MEMSITE_MAX_IMAGE_BYTES", 5 * 1024 * 1024, minimum=1024)
 MAX_MESSAGES_PER_REQUEST = env_int("MEMSITE_MAX_MESSAGES_PER_REQUEST", 500, minimum=1)
 DEFAULT_CONTEXT_WINDOW = env_int("MEMSITE_CONTEXT_WINDOW", 20, minimum=1)
+# A managed session's context reads at most this many messages after its summary.
+MAX_CONTEXT_MESSAGES = env_int("MEMSITE_MAX_CONTEXT_MESSAGES", 2000, minimum=1)
 IMAGE_TOKEN_ESTIMATE = env_int("MEMSITE_IMAGE_TOKEN_ESTIMATE", 800, minimum=0)
 
 # --- REST framework ----------------------------------------------------------------------
@@ -178,6 +180,25 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+COMPACTION_QUEUE = "compaction"
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+# A task may run this long; the broker redelivers unacknowledged work only after the
+# (longer) visibility timeout, so a slow but healthy task is never run twice.
+CELERY_TASK_TIME_LIMIT = env_int("MEMSITE_TASK_TIME_LIMIT", 600, minimum=10)
+CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 5
+if not CELERY_BROKER_URL.startswith("filesystem://"):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 2}
+CELERY_BEAT_SCHEDULE = {
+    "sweep-compactions": {"task": "memory_app.tasks.sweep_compactions", "schedule": 30.0},
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+COMPACTION_MAX_ATTEMPTS = env_int("MEMSITE_COMPACTION_MAX_ATTEMPTS", 4, minimum=1)
+COMPACTION_RETRY_BACKOFF = env_float("MEMSITE_COMPACTION_RETRY_BACKOFF", 5.0)
+COMPACTION_RESEND_AFTER = env_int("MEMSITE_COMPACTION_RESEND_AFTER", 120, minimum=1)
+# A running compaction with no result after this long lost its worker.
+COMPACTION_RUNNING_DEADLINE = env_int("MEMSITE_COMPACTION_RUNNING_DEADLINE", 900, minimum=1)
+# After a failed or skipped compaction, wait this long before the next automatic one.
+COMPACTION_MIN_INTERVAL = env_int("MEMSITE_COMPACTION_MIN_INTERVAL", 60, minimum=0)
 BROKER_HEALTH_TIMEOUT = env_float("MEMSITE_BROKER_HEALTH_TIMEOUT", 2.0)
 
 # --- LLM: an OpenAI-compatible server when LLM_BASE_URL is set, else the offline backend ---
@@ -186,6 +207,8 @@ LLM_BASE_URL = env_str("LLM_BASE_URL")
 LLM_API_KEY = env_str("LLM_API_KEY")
 LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")
 LLM_TIMEOUT = env_float("LLM_TIMEOUT", 60.0)
+# The provider's request size limit; payload-error recovery keeps images within half of it.
+LLM_PAYLOAD_LIMIT_BYTES = env_int("LLM_PAYLOAD_LIMIT_BYTES", 25_000_000, minimum=1024)
 
 # --- Logging -------------------------------------------------------------------------------
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")

@@ -121,6 +121,11 @@ def _fit(sections: dict[str, list[str]], max_tokens: int) -> str:
     return text
 
 
+def _last_user(transcript: list[dict[str, Any]]) -> Any:
+    users = [m.get("content") for m in transcript if m.get("role") == "user"]
+    return users[-1] if users else ""
+
+
 class ExtractiveBackend:
     name = "extractive"
     model = "extractive-v1"
@@ -129,6 +134,20 @@ class ExtractiveBackend:
     def complete(self, request: ChatRequest) -> LLMResult:
         if request.purpose == "summarize":
             transcript = request.metadata.get("transcript") or []
+            previous = request.metadata.get("previous_summary")
+            if previous:
+                transcript = [{"role": "assistant", "content": previous}, *transcript]
             text = summarize_transcript(transcript, max_tokens=request.max_tokens or 6000)
-            return LLMResult(text=text, backend=self.name, model=self.model)
+            answer = {
+                "user_request_summary": _clip(_text(_last_user(transcript)), 600),
+                "summary": text,
+                "salient_facts": [],
+                "open_threads": [],
+                # Without a model to judge, keep the most recent images (the caller caps them).
+                "keep_images": [
+                    {"image_id": i, "context": "image from the conversation"}
+                    for i in request.metadata.get("image_ids", [])
+                ],
+            }
+            return LLMResult(text=json.dumps(answer, ensure_ascii=False), backend=self.name, model=self.model)
         raise LLMPermanentError(f"the extractive backend cannot serve {request.purpose!r}")

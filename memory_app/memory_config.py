@@ -1,0 +1,188 @@
+"""Seed 003's ManagedMemoryConfig as validated JSON. Pure: no Django import.
+
+Names and defaults are the seed's (marsys 0.2.1). A session stores its full effective
+config; `parse_config` fills defaults, refuses unknown keys and wrong types, and names
+the offending path (`active_context.summarization.output_max_tokens`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, get_type_hints
+
+PROCESSORS = ("tool_truncation", "summarization", "backward_packing")
+MODES = ("compaction", "sliding_window")
+TRIGGER_EVENTS = ("add", "get_messages")
+CACHE_EVENTS = ("add", "remove_by_id", "delete_memory")
+
+
+@dataclass
+class ToolTruncationConfig:
+    enabled: bool = True
+    max_tool_message_tokens: int = 1200
+    grace_recent_messages: int = 1
+    append_marker: str = " [truncated]"
+    include_tool_payload_user_messages: bool = True
+
+
+@dataclass
+class SlidingWindowConfig:
+    enabled: bool = True
+    headroom_percent: float = 0.1
+
+
+@dataclass
+class SummarizationConfig:
+    enabled: bool = True
+    grace_recent_messages: int = 1
+    output_max_tokens: int = 6000
+    prompt_mode: str = "generic"
+    include_original_instruction: bool = True
+    include_image_payload_bytes: bool = False
+    max_retained_images: int | None = None
+
+
+@dataclass
+class BackwardPackingConfig:
+    grace_recent_messages: int = 1
+
+
+@dataclass
+class ActiveContextPolicyConfig:
+    enabled: bool = True
+    mode: str = "compaction"
+    sliding_window: SlidingWindowConfig = field(default_factory=SlidingWindowConfig)
+    processor_order: list[str] = field(default_factory=lambda: list(PROCESSORS))
+    excluded_processors: list[str] = field(default_factory=list)
+    min_reduction_ratio: float = 0.4
+    tool_truncation: ToolTruncationConfig = field(default_factory=ToolTruncationConfig)
+    summarization: SummarizationConfig = field(default_factory=SummarizationConfig)
+    backward_packing: BackwardPackingConfig = field(default_factory=BackwardPackingConfig)
+
+    def uses(self, processor: str) -> bool:
+        return processor in self.processor_order and processor not in self.excluded_processors
+
+
+@dataclass
+class ManagedMemoryConfig:
+    threshold_tokens: int = 150_000
+    image_token_estimate: int = 800
+    trigger_events: list[str] = field(default_factory=lambda: list(TRIGGER_EVENTS))
+    cache_invalidation_events: list[str] = field(default_factory=lambda: list(CACHE_EVENTS))
+    active_context: ActiveContextPolicyConfig = field(default_factory=ActiveContextPolicyConfig)
+
+    @property
+    def compaction_target_tokens(self) -> int:
+        """threshold x (1 - min_reduction_ratio), as in the seed."""
+        return int(self.threshold_tokens * (1 - self.active_context.min_reduction_ratio))
+
+
+class ConfigError(ValueError):
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        super().__init__("; ".join(f"{path}: {msgs[0]}" for path, msgs in errors.items()))
+        self.errors = errors
+
+
+# Extra rules beyond types: (path, check, message)
+_RULES: list[tuple[str, Any, str]] = [
+    ("threshold_tokens", lambda v: v >= 1, "must be at least 1"),
+    ("image_token_estimate", lambda v: v >= 0, "must be >= 0"),
+    ("trigger_events", lambda v: set(v) <= set(TRIGGER_EVENTS), f"items must be among {', '.join(TRIGGER_EVENTS)}"),
+    (
+        "cache_invalidation_events",
+        lambda v: set(v) <= set(CACHE_EVENTS),
+        f"items must be among {', '.join(CACHE_EVENTS)}",
+    ),
+    ("active_context.mode", lambda v: v in MODES, f"must be one of {', '.join(MODES)}"),
+    (
+        "active_context.processor_order",
+        lambda v: set(v) <= set(PROCESSORS),
+        f"items must be among {', '.join(PROCESSORS)}",
+    ),
+    (
+        "active_context.excluded_processors",
+        lambda v: set(v) <= set(PROCESSORS),
+        f"items must be among {', '.join(PROCESSORS)}",
+    ),
+    ("active_context.min_reduction_ratio", lambda v: 0 < v < 1, "must be between 0 and 1 (exclusive)"),
+    ("active_context.sliding_window.headroom_percent", lambda v: 0 <= v < 1, "must be in [0, 1)"),
+    ("active_context.tool_truncation.max_tool_message_tokens", lambda v: v >= 1, "must be at least 1"),
+    ("active_context.tool_truncation.grace_recent_messages", lambda v: v >= 0, "must be >= 0"),
+    ("active_context.summarization.grace_recent_messages", lambda v: v >= 0, "must be >= 0"),
+    ("active_context.summarization.output_max_tokens", lambda v: v >= 16, "must be at least 16"),
+    ("active_context.summarization.max_retained_images", lambda v: v is None or v >= 0, "must be >= 0 or null"),
+    ("active_context.backward_packing.grace_recent_messages", lambda v: v >= 0, "must be >= 0"),
+]
+
+
+def _type_ok(value: Any, hint: Any) -> bool:
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if hint == list[str]:
+        return isinstance(value, list) and all(isinstance(item, str) for item in value)
+    if hint == int | None:
+        return value is None or _type_ok(value, int)
+    return False
+
+
+def _build(cls: type, data: Any, path: str, errors: dict[str, list[str]]) -> Any:
+    if not isinstance(data, dict):
+        errors[path or "memory_config"] = ["must be an object"]
+        return cls()
+    hints = get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    for unknown in sorted(set(data) - names):
+        errors[f"{path}.{unknown}" if path else unknown] = ["unknown setting"]
+    values: dict[str, Any] = {}
+    for name in names & set(data):
+        sub = f"{path}.{name}" if path else name
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            values[name] = _build(hint, data[name], sub, errors)
+        elif _type_ok(data[name], hint):
+            values[name] = float(data[name]) if hint is float else data[name]
+        else:
+            errors[sub] = [f"must be of type {getattr(hint, '__name__', str(hint))}"]
+    return cls(**values)
+
+
+def _lookup(config: ManagedMemoryConfig, path: str) -> Any:
+    value: Any = config
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def parse_config(data: Any) -> ManagedMemoryConfig:
+    """JSON (partial is fine) -> a full config, or ConfigError naming every bad path."""
+    errors: dict[str, list[str]] = {}
+    config = _build(ManagedMemoryConfig, data if data is not None else {}, "", errors)
+    if not errors:
+        for path, check, message in _RULES:
+            if not check(_lookup(config, path)):
+                errors[path] = [message]
+    if errors:
+        raise ConfigError(errors)
+    return config
+
+
+def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merge two partial configs (a session's settings over its team's defaults)."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def to_dict(config: ManagedMemoryConfig) -> dict[str, Any]:
+    return dataclasses.asdict(config)
