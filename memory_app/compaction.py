@@ -89,10 +89,6 @@ def compaction_request(*, session: Session, trigger: str) -> tuple[CompactionRun
 # --- reading the pieces ---------------------------------------------------------------
 
 
-def latest_done_run(session_id: Any) -> CompactionRun | None:
-    return CompactionRun.objects.filter(session_id=session_id, status=Status.DONE).order_by("-covered_to_seq").first()
-
-
 def _original_instruction(session_id: Any) -> dict[str, Any] | None:
     return (
         Message.objects.filter(session_id=session_id, role=Message.Role.USER)
