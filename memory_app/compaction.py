@@ -86,6 +86,30 @@ def compaction_request(*, session: Session, trigger: str) -> tuple[CompactionRun
     return run, True
 
 
+def compaction_request_if_due(*, session: Session) -> CompactionRun | None:
+    """Queue a threshold compaction unless one is active or one just failed.
+
+    Backing off after a failure keeps a session that cannot be compacted (say, one huge
+    assistant round) from queueing a doomed run on every append.
+    """
+    latest = CompactionRun.objects.filter(session=session).order_by("-created_at").first()
+    if latest is not None:
+        if latest.status in CompactionRun.ACTIVE:
+            return None
+        recent = latest.created_at > timezone.now() - timedelta(seconds=settings.COMPACTION_MIN_INTERVAL)
+        if latest.status == Status.FAILED and recent:
+            return None
+    run, _ = compaction_request(session=session, trigger=CompactionRun.Trigger.THRESHOLD)
+    return run
+
+
+def sessions_over_threshold() -> list[Session]:
+    """Sessions whose active context exceeds their threshold (for the sweeper)."""
+    return list(
+        Session.objects.filter(compaction_threshold__isnull=False, active_tokens__gt=F("compaction_threshold"))[:500]
+    )
+
+
 # --- reading the pieces ---------------------------------------------------------------
 
 
@@ -391,4 +415,7 @@ def compaction_sweep() -> dict[str, int]:
     for run_id in requeued:
         if CompactionRun.objects.filter(pk=run_id, status=Status.RUNNING).update(status=Status.PENDING, queued_at=now):
             _send(run_id)
-    return {"resent": len(stale_pending), "requeued": len(requeued), "failed": failed}
+    # An append on the one-statement path queues its run after committing; if the process
+    # died in between, the session is still over its threshold and gets its run here.
+    queued = sum(1 for session in sessions_over_threshold() if compaction_request_if_due(session=session))
+    return {"resent": len(stale_pending), "requeued": len(requeued), "failed": failed, "queued": queued}

@@ -15,7 +15,7 @@ from django.db.models.functions import Coalesce
 
 from memory_app import context as ctx
 from memory_app import memory_config, tokens
-from memory_app.models import CompactionRun, MemoryType, Message, Session, Team
+from memory_app.models import CompactionRun, MemoryEvent, MemoryType, Message, Session, Team
 from memory_client.openai_format import to_openai_message
 from memsite.errors import NotFound
 
@@ -350,3 +350,24 @@ def tool_calls_before(*, session: Session, before_seq: int, call_ids: Collection
             if call_id in wanted and call_id not in found:
                 found[call_id] = ToolCallRef(seq=seq, call=call)
     return found
+
+
+def compaction_runs(*, session: Session) -> QuerySet[CompactionRun]:
+    return CompactionRun.objects.filter(session=session).order_by("-created_at")
+
+
+def compaction_run_get(*, session: Session, run_id: uuid.UUID | str) -> CompactionRun:
+    try:
+        return CompactionRun.objects.get(session=session, pk=run_id)
+    except (CompactionRun.DoesNotExist, ValueError, TypeError) as exc:
+        raise NotFound("Compaction run not found.") from exc
+
+
+def event_page(*, team: Team, session: Session | None, after: int | None, limit: int) -> list[MemoryEvent]:
+    """The team's events oldest first (optionally one session's), from cursor `after`."""
+    events = MemoryEvent.objects.filter(team=team)
+    if session is not None:
+        events = events.filter(session=session)
+    if after is not None:
+        events = events.filter(pk__gt=after)
+    return list(events.order_by("pk")[:limit])

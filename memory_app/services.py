@@ -13,9 +13,11 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from memory_app import tokens
+from memory_app import compaction, tokens
 from memory_app.auth import generate_key, key_digest, key_prefix
-from memory_app.models import ApiKey, MemoryEvent, MemoryType, Message, Session, Team
+from memory_app.memory_config import parse_config
+from memory_app.models import ApiKey, CompactionRun, MemoryEvent, MemoryType, Message, Session, Team
+from memory_app.selectors import latest_done_run
 from memsite.errors import Conflict, InvalidInput, NotFound
 
 # Fields a message row takes from validated input (everything but the server's own).
@@ -100,17 +102,23 @@ def session_create(
     metadata: Mapping[str, Any] | None = None,
     memory_type: str = MemoryType.CONVERSATION_HISTORY,
     additional_state: Mapping[str, Any] | None = None,
+    memory_config: Mapping[str, Any] | None = None,
 ) -> Session:
     _ensure_external_id_free(team=team, external_id=external_id, exclude=None)
+    config = compaction.effective_config(team_defaults=team.memory_config_defaults, requested=dict(memory_config or {}))
+    prompt_tokens = _system_prompt_tokens(system_prompt)
     try:
         with transaction.atomic():
             return Session.objects.create(
                 team=team,
                 system_prompt=system_prompt,
-                system_prompt_tokens=_system_prompt_tokens(system_prompt),
+                system_prompt_tokens=prompt_tokens,
+                active_tokens=prompt_tokens,
                 external_id=external_id,
                 metadata=dict(metadata or {}),
                 memory_type=memory_type,
+                memory_config=config,
+                compaction_threshold=compaction.threshold_for(memory_type, parse_config(config)),
                 additional_state=dict(additional_state) if additional_state else None,
             )
     except IntegrityError as exc:  # a concurrent create won the external_id
@@ -122,15 +130,27 @@ def session_create(
 
 @transaction.atomic
 def session_update(*, session: Session, data: Mapping[str, Any]) -> Session:
+    """Change a session's fields; a partial `memory_config` is merged over the current one."""
     allowed = {"system_prompt", "external_id", "metadata", "memory_type", "additional_state"}
     changed = [field for field in data if field in allowed]
     if "external_id" in data:
         _ensure_external_id_free(team=session.team, external_id=data["external_id"], exclude=session.pk)
     for field in changed:
         setattr(session, field, data[field])
+    if "memory_config" in data:
+        session.memory_config = compaction.effective_config(
+            team_defaults=session.memory_config, requested=dict(data["memory_config"] or {})
+        )
+        changed.append("memory_config")
+    if "memory_config" in data or "memory_type" in data:
+        session.compaction_threshold = compaction.threshold_for(
+            session.memory_type, parse_config(session.memory_config)
+        )
+        changed.append("compaction_threshold")
     if "system_prompt" in data:
         session.system_prompt_tokens = _system_prompt_tokens(session.system_prompt)
-        changed.append("system_prompt_tokens")
+        session.active_tokens = compaction.active_tokens(session, latest_done_run(session.pk))
+        changed += ["system_prompt_tokens", "active_tokens"]
     session.save(update_fields=[*changed, "updated_at"])
     return session
 
@@ -143,6 +163,12 @@ def session_delete(*, session: Session) -> None:
 def session_reset(*, session: Session) -> int:
     """Delete every message but keep the session and its system prompt; record the reset."""
     deleted, _ = Message.objects.filter(session=session).delete()
+    # Summaries stood in for messages that no longer exist: they leave the context too.
+    session.compaction_runs.filter(status=CompactionRun.Status.DONE).update(
+        status=CompactionRun.Status.REVERTED, reverted_at=timezone.now()
+    )
+    session.active_tokens = session.system_prompt_tokens
+    session.save(update_fields=["active_tokens"])
     MemoryEvent.objects.create(
         team_id=session.team_id, session=session, kind=MemoryEvent.Kind.RESET, data={"deleted_messages": deleted}
     )
@@ -156,24 +182,43 @@ def _count_tokens(data: Mapping[str, Any]) -> int:
     return tokens.count_message(dict(data), image_tokens=settings.IMAGE_TOKEN_ESTIMATE)
 
 
-def _reserve_seqs(*, session_id: uuid.UUID, team_id: int, count: int) -> int:
-    """Take `count` seqs from the team's session counter; return the last one.
+@dataclass(frozen=True)
+class Reserved:
+    """What the session-row UPDATE of an append returns."""
+
+    last_seq: int
+    active_tokens: int
+    compaction_threshold: int | None
+
+    @property
+    def over_threshold(self) -> bool:
+        return self.compaction_threshold is not None and self.active_tokens > self.compaction_threshold
+
+
+# The session-row UPDATE every append starts with (table name from the model, values as
+# parameters: count, token total, updated_at, session id, team id).
+_RESERVE_SQL = (
+    f"UPDATE {Session._meta.db_table} SET last_seq = last_seq + %s, active_tokens = active_tokens + %s, "  # noqa: S608
+    "updated_at = %s WHERE id = %s AND team_id = %s RETURNING last_seq, active_tokens, compaction_threshold"
+)
+
+
+def _reserve_seqs(*, session_id: uuid.UUID, team_id: int, count: int, added_tokens: int) -> Reserved:
+    """Take `count` seqs from the team's session counter and add the tokens.
 
     One UPDATE ... RETURNING both row-locks the session (so concurrent writers queue
-    here, and seqs are gap-free) and reads the new counter, in a single round trip.
+    here, and seqs are gap-free) and reads the new counter and token total, in a single
+    round trip; the threshold check then costs no query.
     """
-    table = Session._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            # The table name comes from the model, never from input.
-            f"UPDATE {table} SET last_seq = last_seq + %s, updated_at = %s "  # noqa: S608
-            "WHERE id = %s AND team_id = %s RETURNING last_seq",
-            [count, timezone.now(), Session._meta.pk.get_db_prep_value(session_id, connection), team_id],
+            _RESERVE_SQL,
+            [count, added_tokens, timezone.now(), Session._meta.pk.get_db_prep_value(session_id, connection), team_id],
         )
         row = cursor.fetchone()
     if row is None:
         raise NotFound("Session not found.")
-    return int(row[0])
+    return Reserved(last_seq=int(row[0]), active_tokens=int(row[1]), compaction_threshold=row[2])
 
 
 @functools.lru_cache(maxsize=32)
@@ -196,15 +241,15 @@ def _numbered_insert_sql(count: int) -> str:
     columns = ", ".join(quote(field.column) for field in fields)
     # Table and column names come from the models; every value is a parameter.
     return (
-        f"WITH s AS (UPDATE {quote(Session._meta.db_table)} SET last_seq = last_seq + %s, updated_at = %s "  # noqa: S608
-        "WHERE id = %s AND team_id = %s RETURNING last_seq) "
-        f"INSERT INTO {quote(Message._meta.db_table)} ({columns}) "
+        f"WITH s AS ({_RESERVE_SQL}), "  # noqa: S608
+        f"i AS (INSERT INTO {quote(Message._meta.db_table)} ({columns}) "
         f"SELECT {selected} FROM s, (VALUES {', '.join([values] * count)}) AS v ({', '.join(names)}) "
-        "RETURNING seq"
+        "RETURNING seq) "
+        "SELECT i.seq, s.active_tokens, s.compaction_threshold FROM i, s"
     )
 
 
-def _insert_numbered(*, session_id: uuid.UUID, team_id: int, rows: list[Message]) -> None:
+def _insert_numbered(*, session_id: uuid.UUID, team_id: int, rows: list[Message]) -> Reserved:
     """Reserve seqs and insert `rows` numbered with them, as one statement (see above).
 
     The UPDATE row-locks the session until the statement's transaction ends, exactly as
@@ -213,7 +258,14 @@ def _insert_numbered(*, session_id: uuid.UUID, team_id: int, rows: list[Message]
     NotFound raised, when the team has no such session.
     """
     fields = Message._meta.concrete_fields
-    params: list[Any] = [len(rows), timezone.now(), Session._meta.pk.get_db_prep_value(session_id, connection), team_id]
+    added_tokens = sum(row.token_count for row in rows)
+    params: list[Any] = [
+        len(rows),
+        added_tokens,
+        timezone.now(),
+        Session._meta.pk.get_db_prep_value(session_id, connection),
+        team_id,
+    ]
     for offset, row in enumerate(rows):
         for field in fields:  # what bulk_create's compiler does: pre_save (timestamps), then prep
             if field.attname == "seq":
@@ -222,13 +274,15 @@ def _insert_numbered(*, session_id: uuid.UUID, team_id: int, rows: list[Message]
                 params.append(field.get_db_prep_save(field.pre_save(row, add=True), connection))
     with connection.cursor() as cursor:
         cursor.execute(_numbered_insert_sql(len(rows)), params)
-        seqs = [seq for (seq,) in cursor.fetchall()]
-    if not seqs:
+        results = cursor.fetchall()
+    if not results:
         raise NotFound("Session not found.")
-    _number(rows, last=max(seqs))
+    _number(rows, last=max(seq for seq, _, _ in results))
     for row in rows:
         row._state.adding = False
         row._state.db = connection.alias
+    _, active, threshold = results[0]
+    return Reserved(last_seq=rows[-1].seq, active_tokens=int(active), compaction_threshold=threshold)
 
 
 def _number(rows: list[Message], *, last: int) -> None:
@@ -335,19 +389,33 @@ def _append(
             # Inside a caller's transaction it gets a savepoint, so that a duplicate message_id
             # leaves that transaction usable for the replay lookup below.
             with nullcontext() if connection.get_autocommit() else transaction.atomic():
-                _insert_numbered(session_id=session_id, team_id=team_id, rows=rows)
+                reserved = _insert_numbered(session_id=session_id, team_id=team_id, rows=rows)
+                if reserved.over_threshold:
+                    _queue_compaction(session_id)
         else:
             with transaction.atomic():
-                last = _reserve_seqs(session_id=session_id, team_id=team_id, count=len(rows))
+                reserved = _reserve_seqs(
+                    session_id=session_id, team_id=team_id, count=len(rows), added_tokens=sum(counts)
+                )
                 _check_tool_results(session_id=session_id, messages=messages, path=path)
-                _number(rows, last=last)
+                _number(rows, last=reserved.last_seq)
                 Message.objects.bulk_create(rows)
+                if reserved.over_threshold:
+                    _queue_compaction(session_id)
     except IntegrityError:
         replay = _replayed(session_id=session_id, ids=client_ids, expected=len(messages)) if client_ids else None
         if replay is None:
             raise
         return AppendResult(messages=replay, replayed=True)
     return AppendResult(messages=rows, replayed=False)
+
+
+def _queue_compaction(session_id: uuid.UUID) -> None:
+    """The append took the session over its threshold: record a pending run (in the
+    append's transaction when there is one; on the one-statement path, right after it).
+    A session that just had a failed or skipped run waits COMPACTION_MIN_INTERVAL."""
+    session = Session.objects.get(pk=session_id)
+    compaction.compaction_request_if_due(session=session)
 
 
 @transaction.atomic
@@ -368,11 +436,22 @@ def message_update(*, message: Message, data: Mapping[str, Any]) -> Message:
             raise InvalidInput.for_field("tool_call_id", "answers no earlier assistant tool call in this session")
     message.token_count = _count_tokens({field: getattr(message, field) for field in MESSAGE_FIELDS})
     message.save(update_fields=[*changed, "token_count", "updated_at"])
+    _recount_active_tokens(message.session_id)
     return message
 
 
+@transaction.atomic
 def message_delete(*, message: Message) -> None:
+    session_id = message.session_id
     message.delete()
+    _recount_active_tokens(session_id)
+
+
+def _recount_active_tokens(session_id: uuid.UUID) -> None:
+    """Edits and deletions change the active context's size; appends add to it directly."""
+    session = Session.objects.select_for_update().get(pk=session_id)
+    session.active_tokens = compaction.active_tokens(session, latest_done_run(session_id))
+    session.save(update_fields=["active_tokens"])
 
 
 # --- import -----------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from memory_app.images import ImageRejected, validate_image_ref
-from memory_app.models import MemoryType, Message, Session
+from memory_app.models import CompactionRun, MemoryEvent, MemoryType, Message, Session
 from memory_app.services import MESSAGE_FIELDS, split_system_prompt
 
 MAX_TEXT_CHARS = 2_000_000
@@ -201,6 +201,14 @@ class SessionInputSerializer(serializers.Serializer):
     metadata = serializers.JSONField(required=False)
     memory_type = serializers.ChoiceField(choices=MemoryType.choices, required=False)
     additional_state = serializers.JSONField(required=False, allow_null=True)
+    memory_config = serializers.JSONField(
+        required=False, help_text="Seed 003's ManagedMemoryConfig as JSON (partial; defaults fill the rest)."
+    )
+
+    def validate_memory_config(self, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("must be an object")
+        return value
 
     def validate_metadata(self, value: Any) -> Any:
         if not isinstance(value, dict):
@@ -214,6 +222,7 @@ class SessionOutputSerializer(serializers.ModelSerializer):
     message_count = serializers.SerializerMethodField()
     metadata = serializers.JSONField(read_only=True)
     additional_state = serializers.JSONField(read_only=True)
+    memory_config = serializers.JSONField(read_only=True)
 
     class Meta:
         model = Session
@@ -224,6 +233,9 @@ class SessionOutputSerializer(serializers.ModelSerializer):
             "metadata",
             "additional_state",
             "memory_type",
+            "memory_config",
+            "compaction_threshold",
+            "active_tokens",
             "message_count",
             "last_seq",
             "created_at",
@@ -284,3 +296,60 @@ class ImportSerializer(serializers.Serializer):
 
     def validate_session(self, value: dict[str, Any]) -> dict[str, Any]:
         return {k: value[k] for k in ("external_id", "metadata") if k in value}
+
+
+class CompactionRunSerializer(serializers.ModelSerializer):
+    session_id = serializers.UUIDField(read_only=True)
+    summary = serializers.JSONField(read_only=True)
+    stages_run = serializers.JSONField(read_only=True)
+
+    class Meta:
+        model = CompactionRun
+        fields = [
+            "id",
+            "session_id",
+            "status",
+            "trigger",
+            "attempts",
+            "covered_from_seq",
+            "covered_to_seq",
+            "pre_tokens",
+            "post_tokens",
+            "pre_bytes",
+            "post_bytes",
+            "pre_messages",
+            "post_messages",
+            "stages_run",
+            "duration_ms",
+            "backend",
+            "model",
+            "prompt_tokens",
+            "completion_tokens",
+            "error",
+            "summary",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "reverted_at",
+        ]
+        read_only_fields = fields
+
+
+class CompactQuerySerializer(serializers.Serializer):
+    reason = serializers.ChoiceField(choices=["manual", "payload_error"], default="manual", required=False)
+
+
+class MemoryEventSerializer(serializers.ModelSerializer):
+    session_id = serializers.UUIDField(read_only=True)
+    data = serializers.JSONField(read_only=True)
+
+    class Meta:
+        model = MemoryEvent
+        fields = ["id", "session_id", "kind", "data", "created_at"]
+        read_only_fields = fields
+
+
+class EventQuerySerializer(serializers.Serializer):
+    session = serializers.UUIDField(required=False)
+    after = serializers.IntegerField(required=False, min_value=0, help_text="Cursor: events with id > after.")
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)

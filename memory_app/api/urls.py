@@ -15,4 +15,12 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/reset/", views.SessionResetView.as_view(), name="session-reset"),
     path("sessions/<uuid:session_id>/context/", views.ContextView.as_view(), name="session-context"),
     path("sessions/<uuid:session_id>/export/", views.SessionExportView.as_view(), name="session-export"),
+    path("sessions/<uuid:session_id>/compact/", views.CompactView.as_view(), name="session-compact"),
+    path("sessions/<uuid:session_id>/compactions/", views.CompactionListView.as_view(), name="compaction-list"),
+    path(
+        "sessions/<uuid:session_id>/compactions/<uuid:run_id>/revert/",
+        views.CompactionRevertView.as_view(),
+        name="compaction-revert",
+    ),
+    path("events/", views.EventListView.as_view(), name="event-list"),
 ]

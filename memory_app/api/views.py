@@ -12,9 +12,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory_app import selectors, services
+from memory_app import compaction, selectors, services
 from memory_app.api import serializers as s
-from memory_app.models import Session, Team
+from memory_app.models import CompactionRun, Session, Team
 
 
 class TeamScopedView(APIView):
@@ -209,3 +209,53 @@ class SessionImportView(TeamScopedView):
             session_fields=data.get("session", {}),
         )
         return Response(s.SessionOutputSerializer(session).data, status=status.HTTP_201_CREATED)
+
+
+class CompactView(TeamScopedView):
+    @extend_schema(
+        request=None,
+        parameters=[s.CompactQuerySerializer],
+        responses={202: s.CompactionRunSerializer},
+        description="Queue a compaction now (`reason=payload_error` runs seed 003's payload-too-large "
+        "recovery). If one is already pending or running, that run is returned.",
+    )
+    def post(self, request: Request, session_id: str) -> Response:
+        reason = _query(s.CompactQuerySerializer, request)["reason"]
+        trigger = CompactionRun.Trigger.PAYLOAD_ERROR if reason == "payload_error" else CompactionRun.Trigger.MANUAL
+        run, _ = compaction.compaction_request(session=self.get_session(), trigger=trigger)
+        return Response(s.CompactionRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+class CompactionListView(TeamScopedView):
+    @extend_schema(operation_id="sessions_compactions_list", responses=s.CompactionRunSerializer(many=True))
+    def get(self, request: Request, session_id: str) -> Response:
+        runs = selectors.compaction_runs(session=self.get_session())[:200]
+        return Response(s.CompactionRunSerializer(runs, many=True).data)
+
+
+class CompactionRevertView(TeamScopedView):
+    @extend_schema(request=None, responses=s.CompactionRunSerializer)
+    def post(self, request: Request, session_id: str, run_id: str) -> Response:
+        run = selectors.compaction_run_get(session=self.get_session(), run_id=run_id)
+        return Response(s.CompactionRunSerializer(compaction.compaction_revert(run=run)).data)
+
+
+class EventListView(TeamScopedView):
+    @extend_schema(
+        operation_id="events_list",
+        parameters=[s.EventQuerySerializer],
+        responses=inline_serializer(
+            "EventPage",
+            {"results": s.MemoryEventSerializer(many=True), "next_after": serializers.IntegerField(allow_null=True)},
+        ),
+    )
+    def get(self, request: Request) -> Response:
+        query = _query(s.EventQuerySerializer, request)
+        session = selectors.session_get(team=self.team, session_id=query["session"]) if "session" in query else None
+        events = selectors.event_page(team=self.team, session=session, after=query.get("after"), limit=query["limit"])
+        return Response(
+            {
+                "results": s.MemoryEventSerializer(events, many=True).data,
+                "next_after": events[-1].pk if len(events) == query["limit"] else None,
+            }
+        )

@@ -10,7 +10,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
-from memory_app.models import Message, Session
+from memory_app.models import CompactionRun, Message, Session
 
 pytestmark = pytest.mark.django_db
 
@@ -22,9 +22,12 @@ SCOPED_ROUTES: dict[str, tuple[str, ...]] = {
     "session-reset": ("post",),
     "session-context": ("get",),
     "session-export": ("get",),
+    "session-compact": ("post",),
+    "compaction-list": ("get",),
+    "compaction-revert": ("post",),
 }
 # routes without ids: checked for what they reveal or create across teams
-COLLECTION_ROUTES = {"session-list": ("get", "post"), "session-import": ("post",)}
+COLLECTION_ROUTES = {"session-list": ("get", "post"), "session-import": ("post",), "event-list": ("get",)}
 
 
 def api_routes() -> dict[str, str]:
@@ -42,18 +45,26 @@ def api_routes() -> dict[str, str]:
     return found
 
 
-def fill(route: str, session_id: str, message_id: str) -> str:
-    return "/" + route.replace("<uuid:session_id>", session_id).replace("<uuid:message_id>", message_id)
+def fill(route: str, ids: tuple[str, str, str]) -> str:
+    session_id, message_id, run_id = ids
+    return "/" + (
+        route.replace("<uuid:session_id>", session_id)
+        .replace("<uuid:message_id>", message_id)
+        .replace("<uuid:run_id>", run_id)
+    )
 
 
 @pytest.fixture
 def victim(tenant):
-    """A session of team alpha with one message; the attacker is team beta."""
+    """A session of team alpha with one message and a compaction; the attacker is team beta."""
     session_id = tenant.client.post("/api/v1/sessions/", {"system_prompt": "secret"}, format="json").json()["id"]
     message = tenant.client.post(
         f"/api/v1/sessions/{session_id}/messages/", {"role": "user", "content": "secret"}, format="json"
     ).json()
-    return session_id, message["message_id"]
+    run = CompactionRun.objects.create(
+        team=tenant.team, session_id=session_id, trigger="manual", status="done", covered_to_seq=1
+    )
+    return session_id, message["message_id"], str(run.pk)
 
 
 def test_every_api_route_is_covered():
@@ -62,8 +73,8 @@ def test_every_api_route_is_covered():
 
 @pytest.mark.parametrize(("name", "method"), [(n, m) for n, ms in SCOPED_ROUTES.items() for m in ms])
 def test_another_teams_ids_answer_404_and_change_nothing(victim, other_tenant, name, method):
-    session_id, message_id = victim
-    path = fill(api_routes()[name], session_id, message_id)
+    session_id = victim[0]
+    path = fill(api_routes()[name], victim)
     body = {"role": "user", "content": "injected", "system_prompt": "pwned"}
     response = getattr(other_tenant.client, method)(path, body, format="json")
     assert response.status_code == 404, (path, response.status_code, response.content)
@@ -71,6 +82,7 @@ def test_another_teams_ids_answer_404_and_change_nothing(victim, other_tenant, n
     session = Session.objects.get(pk=session_id)
     assert session.system_prompt == "secret"
     assert list(Message.objects.filter(session=session).values_list("content", flat=True)) == ["secret"]
+    assert list(CompactionRun.objects.filter(session=session).values_list("status", flat=True)) == ["done"]
 
 
 @pytest.mark.parametrize(
@@ -78,8 +90,7 @@ def test_another_teams_ids_answer_404_and_change_nothing(victim, other_tenant, n
     [(n, m) for routes in (SCOPED_ROUTES, COLLECTION_ROUTES) for n, ms in routes.items() for m in ms],
 )
 def test_every_route_needs_a_key(victim, name, method):
-    session_id, message_id = victim
-    response = getattr(APIClient(), method)(fill(api_routes()[name], session_id, message_id), {}, format="json")
+    response = getattr(APIClient(), method)(fill(api_routes()[name], victim), {}, format="json")
     assert response.status_code == 401
 
 
@@ -87,6 +98,13 @@ def test_listing_shows_only_the_callers_sessions(victim, other_tenant):
     listed = other_tenant.client.get("/api/v1/sessions/").json()
     assert listed["count"] == 0
     assert other_tenant.client.get("/api/v1/sessions/", {"search": "secret"}).json()["count"] == 0
+
+
+def test_events_of_another_teams_session_are_404_and_never_listed(victim, other_tenant, tenant):
+    tenant.client.post(f"/api/v1/sessions/{victim[0]}/reset/")
+    assert other_tenant.client.get("/api/v1/events/", {"session": victim[0]}).status_code == 404
+    assert other_tenant.client.get("/api/v1/events/").json()["results"] == []
+    assert tenant.client.get("/api/v1/events/").json()["results"][0]["kind"] == "reset"
 
 
 def test_creating_and_importing_land_in_the_callers_team(victim, other_tenant):
