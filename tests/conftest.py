@@ -47,3 +47,36 @@ def session_id(api: APIClient) -> str:
     response = api.post("/api/v1/sessions/", {"system_prompt": "You are helpful"}, format="json")
     assert response.status_code == 201, response.content
     return response.json()["id"]
+
+
+@pytest.fixture
+def llm_server(settings):
+    """The scripted OpenAI-compatible server, configured as the LLM backend."""
+    import json
+
+    from tests.llm_server import ScriptedLLMServer
+
+    answer = {
+        "user_request_summary": "the requests",
+        "summary": "what happened",
+        "salient_facts": [],
+        "open_threads": [],
+        "keep_images": [],
+    }
+    server = ScriptedLLMServer(default=lambda body: json.dumps(answer)).start()
+    settings.LLM_BASE_URL = server.base_url
+    settings.LLM_API_KEY = "sk-test-secret"
+    settings.LLM_MODEL = "scripted-model"
+    settings.LLM_TIMEOUT = 5.0
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def sent_tasks(monkeypatch) -> list[tuple[str, float]]:
+    """Record compaction tasks instead of sending them to a broker (in-process tests)."""
+    sent: list[tuple[str, float]] = []
+    monkeypatch.setattr(
+        "memory_app.compaction._send", lambda run_id, countdown=0: sent.append((str(run_id), countdown))
+    )
+    return sent

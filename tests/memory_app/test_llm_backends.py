@@ -7,20 +7,9 @@ import pytest
 from memory_app.llm import ChatRequest, LLMPayloadTooLarge, LLMPermanentError, LLMTransientError, get_backend
 from memory_app.llm.extractive import summarize_transcript
 from memory_app.llm.openai_backend import OpenAIBackend
-from tests.llm_server import Fail, Garbage, Reply, ScriptedLLMServer
+from tests.llm_server import Fail, Garbage, Reply
 
 REQUEST = ChatRequest(messages=[{"role": "user", "content": "summarize"}], purpose="summarize", max_tokens=100)
-
-
-@pytest.fixture
-def llm_server(settings):
-    server = ScriptedLLMServer().start()
-    settings.LLM_BASE_URL = server.base_url
-    settings.LLM_API_KEY = "sk-test-secret"
-    settings.LLM_MODEL = "scripted-model"
-    settings.LLM_TIMEOUT = 2.0
-    yield server
-    server.stop()
 
 
 def test_the_backend_is_chosen_by_settings(settings, llm_server):
