@@ -5,8 +5,10 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import time
 
 import pytest
+from django.db import connection
 
 from memory_app import compaction
 from memory_app.models import CompactionRun, MemoryEvent, Message, Session
@@ -50,6 +52,27 @@ def turns(count: int, words: int = 30) -> list[dict]:
         out.append({"role": "user", "content": f"question {i}: " + "word " * words})
         out.append({"role": "assistant", "content": f"answer {i}: " + "text " * words})
     return out
+
+
+def execute_in_thread(run_id: str, outcome: list[str]) -> threading.Thread:
+    """Run the job as a worker would, on its own database connection."""
+
+    def target() -> None:
+        try:
+            outcome.append(compaction.compaction_execute(run_id=run_id))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    return thread
+
+
+def wait_for_llm_call(llm_server, count: int = 1) -> None:
+    deadline = time.monotonic() + 30
+    while len(llm_server.requests) < count:
+        assert time.monotonic() < deadline, "the job never called the LLM"
+        time.sleep(0.05)
 
 
 def context(api, session_id, **params):
@@ -179,8 +202,8 @@ def test_messages_written_during_the_llm_call_are_kept_after_the_summary(api, ll
     release = threading.Event()
     llm_server.script(Reply(json.dumps(SUMMARY), hold=release))
     outcome: list[str] = []
-    worker = threading.Thread(target=lambda: outcome.append(compaction.compaction_execute(run_id=str(run.pk))))
-    worker.start()
+    worker = execute_in_thread(str(run.pk), outcome)
+    wait_for_llm_call(llm_server)
     for i in range(20):
         append(api, session_id, {"role": "user", "content": f"late {i}"})
     release.set()
@@ -234,8 +257,8 @@ def test_a_covered_message_edited_mid_run_requeues_instead_of_writing(api, llm_s
     release = threading.Event()
     llm_server.script(Reply(json.dumps(SUMMARY), hold=release))
     outcome: list[str] = []
-    worker = threading.Thread(target=lambda: outcome.append(compaction.compaction_execute(run_id=str(run.pk))))
-    worker.start()
+    worker = execute_in_thread(str(run.pk), outcome)
+    wait_for_llm_call(llm_server)
     api.patch(f"/api/v1/sessions/{session_id}/messages/{rows[0]['message_id']}/", {"content": "edited"}, format="json")
     release.set()
     worker.join(timeout=30)
