@@ -214,9 +214,14 @@ def test_messages_written_during_the_llm_call_are_kept_after_the_summary(api, ll
     assert Message.objects.filter(session_id=session_id).count() == 32
 
 
-@pytest.mark.parametrize("failure", [Fail(429, {"Retry-After": "3"}), Fail(500), Garbage(), Reply("no json here")])
+@pytest.mark.parametrize(
+    "failure",
+    [Fail(429, {"Retry-After": "3"}), Fail(500), Garbage(), Reply("no json here"), Reply("{}", delay=1.5)],
+    ids=["429", "500", "garbage", "not-json", "timeout"],
+)
 def test_transient_llm_failures_retry_then_fail_with_the_reason(api, llm_server, sent_tasks, settings, failure):
     settings.COMPACTION_MAX_ATTEMPTS = 2
+    settings.LLM_TIMEOUT = 0.5
     session_id = new_session(api)
     append(api, session_id, *turns(6))
     run = queued_run(session_id)
