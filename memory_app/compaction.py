@@ -21,7 +21,7 @@ from django.db.models import Count, F, Max, Q, Sum
 from django.utils import timezone
 
 from memory_app import context as ctx
-from memory_app import memory_config, summary_prompt, tokens
+from memory_app import counting, memory_config, summary_prompt
 from memory_app.llm import ChatRequest, LLMPermanentError, LLMTransientError, get_backend
 from memory_app.models import CompactionRun, MemoryEvent, Message, Session
 from memory_app.selectors import latest_done_run
@@ -148,7 +148,7 @@ def active_tokens(session: Session, run: CompactionRun | None) -> int:
 
 
 def _count(message: dict[str, Any]) -> int:
-    return tokens.count_message(message, image_tokens=settings.IMAGE_TOKEN_ESTIMATE)
+    return counting.message_tokens(message)
 
 
 # --- the job ----------------------------------------------------------------------------

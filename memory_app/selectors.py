@@ -14,7 +14,7 @@ from django.db.models import Count, F, Max, Min, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from memory_app import context as ctx
-from memory_app import memory_config, tokens
+from memory_app import counting, memory_config, tokens
 from memory_app.models import CompactionRun, MemoryEvent, MemoryType, Message, Session, Team
 from memory_client.openai_format import to_openai_message
 from memsite.errors import NotFound
@@ -170,8 +170,8 @@ def _managed_pieces(
             max_tokens=truncation.max_tool_message_tokens,
             grace_rounds=truncation.grace_recent_messages,
             marker=truncation.append_marker,
-            truncate=tokens.truncate_text,
-            count=lambda m: tokens.count_message(m, image_tokens=config.image_token_estimate),
+            truncate=counting.truncate,
+            count=counting.message_tokens,
         )
     budget: int | None = None
     if policy.mode == "sliding_window":

@@ -9,11 +9,10 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from memory_app import compaction, tokens
+from memory_app import compaction, counting
 from memory_app.auth import generate_key, key_digest, key_prefix
 from memory_app.memory_config import parse_config
 from memory_app.models import ApiKey, CompactionRun, MemoryEvent, MemoryType, Message, Session, Team
@@ -77,7 +76,7 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
 def _system_prompt_tokens(system_prompt: str) -> int:
     if not system_prompt:
         return 0
-    return tokens.count_message({"role": "system", "content": system_prompt})
+    return counting.message_tokens({"role": "system", "content": system_prompt})
 
 
 def _ensure_external_id_free(*, team: Team, external_id: str | None, exclude: uuid.UUID | None) -> None:
@@ -179,7 +178,7 @@ def session_reset(*, session: Session) -> int:
 
 
 def _count_tokens(data: Mapping[str, Any]) -> int:
-    return tokens.count_message(dict(data), image_tokens=settings.IMAGE_TOKEN_ESTIMATE)
+    return counting.message_tokens(data)
 
 
 @dataclass(frozen=True)

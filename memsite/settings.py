@@ -137,6 +137,8 @@ DEFAULT_CONTEXT_WINDOW = env_int("MEMSITE_CONTEXT_WINDOW", 20, minimum=1)
 # A managed session's context reads at most this many messages after its summary.
 MAX_CONTEXT_MESSAGES = env_int("MEMSITE_MAX_CONTEXT_MESSAGES", 2000, minimum=1)
 IMAGE_TOKEN_ESTIMATE = env_int("MEMSITE_IMAGE_TOKEN_ESTIMATE", 800, minimum=0)
+# tiktoken encoding for every cached count (cl100k_base: GPT-4/3.5; o200k_base: GPT-4o and later).
+TOKEN_ENCODING = env_choice("MEMSITE_TOKEN_ENCODING", "cl100k_base", ("cl100k_base", "o200k_base"))
 
 # --- REST framework ----------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -299,3 +299,14 @@ def test_dict_content_keeps_its_key_order_on_every_database(api, session_id):
     assert list(Message.objects.get().content) == ["zeta", "alpha", "mid"]
     context = api.get(f"/api/v1/sessions/{session_id}/context/").json()["messages"]
     assert context[-1]["content"] == '{"zeta":1,"alpha":[{"type":"text","text":"x"}],"mid":null}'
+
+
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_cached_counts_use_the_configured_encoding(api, session_id, settings, encoding):
+    from memory_app import tokens
+
+    settings.TOKEN_ENCODING = encoding
+    text = "Ünïcödé and 東京 in one message, counted once at write time."
+    response = api.post(url(session_id), {"role": "user", "content": text}, format="json")
+    expected = tokens.count_message({"role": "user", "content": text}, encoding=encoding)
+    assert response.json()["token_count"] == expected == Message.objects.get().token_count

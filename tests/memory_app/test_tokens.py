@@ -15,15 +15,49 @@ def test_it_counts_with_the_real_cl100k_base_encoding():
     assert tokens.get_encoding().encode("tiktoken is great!") == [83, 1609, 5963, 374, 2294, 0]
 
 
-def test_it_loads_the_encoding_without_the_network(monkeypatch):
+@pytest.mark.parametrize("encoding", tokens.ENCODINGS)
+def test_it_loads_each_encoding_without_the_network(monkeypatch, tmp_path, encoding):
     tokens.get_encoding.cache_clear()
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))  # an empty cache: must be primed locally
 
     def no_network(*args, **kwargs):
         raise AssertionError("tried to open a network connection")
 
     monkeypatch.setattr(socket, "create_connection", no_network)
     monkeypatch.setattr(socket.socket, "connect", no_network)
-    assert tokens.count_text("offline please") > 0
+    try:
+        assert tokens.count_text("offline please", encoding) > 0
+    finally:
+        tokens.get_encoding.cache_clear()
+
+
+SAMPLES = ["tiktoken is great!", "Ünïcödé ✓ 東京 🚀", "def f(x):\n    return x**2  # comment", "a" * 500, ""]
+
+
+@pytest.mark.parametrize("encoding", tokens.ENCODINGS)
+def test_counts_match_an_independent_bpe_implementation(encoding):
+    # bpe-openai is a separate (Rust) implementation of the same encodings.
+    import bpe_openai
+
+    reference = bpe_openai.get_encoding(encoding)
+    for text in SAMPLES:
+        assert tokens.get_encoding(encoding).encode(text) == reference.encode(text)
+
+
+def test_o200k_base_is_the_real_encoding():
+    assert tokens.get_encoding("o200k_base").encode("tiktoken is great!") == [83, 8251, 2488, 382, 2212, 0]
+
+
+def test_an_unknown_encoding_is_refused():
+    with pytest.raises(ValueError, match="unknown encoding"):
+        tokens.get_encoding("p50k_base")
+
+
+def test_truncation_cuts_at_a_token_boundary():
+    text = "one two three four five six"
+    cut = tokens.truncate_text(text, 3)
+    assert cut == "one two three" and tokens.count_text(cut) == 3
+    assert tokens.truncate_text("short", 10) == "short"
 
 
 def test_a_message_costs_overhead_plus_fields():
