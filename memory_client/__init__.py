@@ -6,30 +6,55 @@ memory.add(role="user", content="Hello")
 memory.retrieve_all()
 """
 
+from memory_client.config import (
+    ActiveContextPolicyConfig,
+    BackwardPackingConfig,
+    CompactionConfig,
+    ManagedMemoryConfig,
+    SlidingWindowConfig,
+    SummarizationConfig,
+    ToolTruncationConfig,
+)
 from memory_client.errors import (
     ApiError,
     AuthenticationError,
     ConflictError,
     MemoryClientError,
+    MemoryConfigError,
     MessageError,
     NotFoundError,
 )
-from memory_client.memory import ConversationMemory, MemoryManager, RemoteConversationMemory
+from memory_client.events import CompactionEvent, MemoryResetEvent
+from memory_client.managed import ManagedConversationMemory, RemoteManagedConversationMemory
+from memory_client.manager import MemoryManager
+from memory_client.memory import ConversationMemory, RemoteConversationMemory
 from memory_client.messages import AgentCallMsg, Message, ToolCallMsg
 from memory_client.openai_format import to_llm_dict
 
 __all__ = [
+    "ActiveContextPolicyConfig",
     "AgentCallMsg",
     "ApiError",
     "AuthenticationError",
+    "BackwardPackingConfig",
+    "CompactionConfig",
+    "CompactionEvent",
     "ConflictError",
     "ConversationMemory",
+    "ManagedConversationMemory",
+    "ManagedMemoryConfig",
     "MemoryClientError",
+    "MemoryConfigError",
     "MemoryManager",
+    "MemoryResetEvent",
     "Message",
     "MessageError",
     "NotFoundError",
     "RemoteConversationMemory",
+    "RemoteManagedConversationMemory",
+    "SlidingWindowConfig",
+    "SummarizationConfig",
     "ToolCallMsg",
+    "ToolTruncationConfig",
     "to_llm_dict",
 ]

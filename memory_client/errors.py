@@ -55,3 +55,10 @@ class NotFoundError(ApiError):
 
 class ConflictError(ApiError):
     """409: e.g. an external_id or a message_id already used by another row."""
+
+
+class MemoryConfigError(ApiError, ValueError):
+    """400 for a `memory_config` the server refused; `fields` names each bad setting's path.
+
+    e.g. {"memory_config.active_context.mode": ["must be one of compaction, sliding_window"]}.
+    """

@@ -1,4 +1,6 @@
-"""marsys 0.2.1's ConversationMemory and MemoryManager, kept on a memsite server instead of a list.
+"""marsys 0.2.1's ConversationMemory, kept on a memsite server instead of a list.
+
+The managed memory is in managed.py, the MemoryManager that builds either in manager.py.
 
 Positions follow marsys: index 0 is the system message when there is one. On the server the
 system prompt lives on the session (not as a message row), so index 0 maps to the session's
@@ -17,7 +19,8 @@ from typing import Any
 
 import httpx
 
-from memory_client.errors import ApiError, MemoryClientError, MessageError, NotFoundError
+from memory_client.errors import ApiError, MemoryClientError, MemoryConfigError, MessageError, NotFoundError
+from memory_client.events import EventSink, MemoryResetEvent, emit
 from memory_client.messages import (
     WIRE_FIELDS,
     AgentCallMsg,
@@ -36,7 +39,7 @@ logger = logging.getLogger(__name__)
 ROLES = ("system", "user", "assistant", "tool")
 SUPPORTED_MEMORY_TYPES = ("conversation_history", "managed_conversation")
 _PAGE = 1000  # the list endpoint's largest page
-_MAX_LAST = 10000  # the list endpoint's largest `last`
+MAX_LAST = 10000  # the largest `last` of the list and context endpoints
 # load_from_file sends big files in several atomic batches, each well under the server's
 # per-request limits (MEMSITE_MAX_MESSAGES_PER_REQUEST=500, 20 MiB bodies by default).
 _BATCH_MESSAGES = 100
@@ -112,12 +115,16 @@ class RemoteConversationMemory:
         self._api = HttpApi(
             base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries, transport=transport
         )
+        self._agent_name: str | None = None
+        self._event_bus: EventSink | None = None
+        self._event_session_id: str | None = None
         try:
             session = self._open_session(canonical, description, memory_type, external_id, metadata)
             self.session_id: str = session["id"]
             self.memory_type: str = session["memory_type"]
-            if description and description != session["system_prompt"]:
-                self._patch_session({"system_prompt": description})
+            changes = self._attach_changes(session, description) if canonical is not None else {}
+            if changes:
+                self.memory_type = self._patch_session(changes)["memory_type"]
         except BaseException:
             self._api.close()  # no connection pool left behind by a constructor that failed
             raise
@@ -137,7 +144,29 @@ class RemoteConversationMemory:
             body["external_id"] = external_id
         if metadata is not None:
             body["metadata"] = metadata
-        return self._api.request("POST", "sessions/", json_body=body).json()
+        body.update(self._session_settings())
+        return self._write_session("POST", "sessions/", body)
+
+    def _session_settings(self) -> dict[str, Any]:
+        """Extra fields of a session this memory creates (the managed memory's config)."""
+        return {}
+
+    def _attach_changes(self, session: dict[str, Any], description: str | None) -> dict[str, Any]:
+        """What attaching to an existing session changes on it: a new, non-empty description."""
+        if description and description != session["system_prompt"]:
+            return {"system_prompt": description}
+        return {}
+
+    def _write_session(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create or PATCH a session; a refused memory_config is a MemoryConfigError."""
+        try:
+            return self._api.request(method, path, json_body=body).json()
+        except ApiError as exc:
+            if exc.status_code == 400 and any(field.startswith("memory_config") for field in exc.fields):
+                raise MemoryConfigError(
+                    exc.detail, status_code=exc.status_code, error=exc.error, fields=exc.fields
+                ) from exc
+            raise
 
     # --- plumbing ------------------------------------------------------------------------
 
@@ -158,7 +187,7 @@ class RemoteConversationMemory:
         return self._api.get(self._path)
 
     def _patch_session(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self._api.request("PATCH", self._path, json_body=body).json()
+        return self._write_session("PATCH", self._path, body)
 
     def _session_exists(self) -> bool:
         try:
@@ -373,6 +402,28 @@ class RemoteConversationMemory:
             # The server resets all rows; put marsys's kept system message back, same id.
             record = {field: keep[field] for field in WIRE_FIELDS if keep.get(field) is not None}
             self._append([{"message_id": keep["message_id"], **record}])
+        self._emit_reset_event()
+
+    # --- events --------------------------------------------------------------------------
+
+    def set_event_context(
+        self, agent_name: str, event_bus: EventSink | None = None, session_id: str | None = None
+    ) -> None:
+        """Emit marsys's memory events to `event_bus` (anything with `emit_nowait(event)`).
+
+        As in marsys, `agent_name` is always set, while `event_bus` and `session_id` (the
+        coordination session, reported in CompactionEvents) are only replaced when given.
+        reset_memory() emits a MemoryResetEvent once a bus and an agent name are set.
+        """
+        self._agent_name = agent_name
+        if event_bus is not None:
+            self._event_bus = event_bus
+        if session_id is not None:
+            self._event_session_id = session_id
+
+    def _emit_reset_event(self) -> None:
+        if self._event_bus is not None and self._agent_name:
+            emit(self._event_bus, MemoryResetEvent(agent_name=self._agent_name))
 
     # --- reads ---------------------------------------------------------------------------
 
@@ -388,7 +439,7 @@ class RemoteConversationMemory:
         """The last n entries of retrieve_all() (the system prompt counts, as in marsys)."""
         if n <= 0:
             return []
-        rows = self._rows(last=n) if n <= _MAX_LAST else self._rows()
+        rows = self._rows(last=n) if n <= MAX_LAST else self._rows()
         entries = [to_llm_dict(row) for row in rows]
         if len(rows) < n:
             prompt = self._session()["system_prompt"]
@@ -411,7 +462,7 @@ class RemoteConversationMemory:
         """Entries with this role (the system prompt is a "system" entry), the last n when n is set."""
         if role not in ROLES:
             return []
-        limited = isinstance(n, int) and 0 < n <= _MAX_LAST
+        limited = isinstance(n, int) and 0 < n <= MAX_LAST
         entries = [to_llm_dict(row) for row in self._rows(role=role, last=n if limited else None)]
         if role == "system":
             prompt = self._session()["system_prompt"]
@@ -484,47 +535,3 @@ class RemoteConversationMemory:
 
 
 ConversationMemory = RemoteConversationMemory
-
-
-class MemoryManager(RemoteConversationMemory):
-    """marsys's MemoryManager: the same constructor (plus where the server is) and methods.
-
-    `model`, `memory_config` and `token_counter` are accepted so marsys call sites run
-    unchanged; token counting and compaction belong to the server.
-    """
-
-    def __init__(
-        self,
-        memory_type: str = "conversation_history",
-        description: str | None = None,
-        model: Any = None,
-        memory_config: Any = None,
-        token_counter: Any = None,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        session_id: str | None = None,
-        external_id: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        max_retries: int = DEFAULT_RETRIES,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        super().__init__(
-            description,
-            base_url=base_url,
-            api_key=api_key,
-            session_id=session_id,
-            memory_type=memory_type,
-            external_id=external_id,
-            metadata=metadata,
-            timeout=timeout,
-            max_retries=max_retries,
-            transport=transport,
-        )
-        self.memory_type = memory_type
-
-    @property
-    def memory_module(self) -> MemoryManager:
-        """marsys code reaches the module through the manager; here they are one object."""
-        return self

@@ -178,7 +178,39 @@ AGREE: dict[str, dict[str, Any]] = {
     },
 }
 
+# The managed memory below its threshold: marsys returns its list, ours the server's context.
+AGREE["managed_reads"] = {
+    "managers": {"a": {"memory_type": "managed_conversation"}},
+    "ops": [
+        op("add", role="user", content="Find flights"),
+        op("add", role="assistant", content=None, tool_calls=[CALL_1]),
+        op("add", role="tool", content="a.txt", tool_call_id="call_1", name="ls"),
+        op("add", role="assistant", content="Done", name="bot"),
+        op("get_messages"),
+        op("retrieve_all"),
+        op("retrieve_recent", 2),
+        op("retrieve_by_role", "assistant"),
+        op("retrieve_by_id", "$0"),
+        op("update", "$0", content="Find trains"),
+        op("add", role="user", content="remove me"),
+        op("remove_by_id", "$10"),
+        op("get_messages"),
+        op("reset_memory"),
+        op("get_messages"),
+    ],
+}
+
 DIFFER: dict[str, dict[str, Any]] = {
+    "managed_keeps_the_description": {
+        "managers": {"a": {"memory_type": "managed_conversation", "description": "You are helpful"}},
+        "ops": [
+            op("add", role="user", content="hi"),
+            op("get_messages"),
+            op("add", role="system", content="a system message row"),
+            op("reset_memory"),
+            op("get_messages"),
+        ],
+    },
     "update_keeps_tool_call_id": without_prompt(
         op("add", role="assistant", tool_calls=[CALL_1]),
         op("add", role="tool", content="a.txt", tool_call_id="call_1", name="ls"),

@@ -178,6 +178,16 @@ def test_message_ids_must_be_uuids(marsys, ours):
     assert mine == [{"error": "MessageError"}, {"value": []}]
 
 
+def test_managed_memory_keeps_the_description_as_the_system_prompt(marsys, ours):
+    # marsys's managed memory drops `description` (its Agent rebuilds the system prompt and
+    # puts it in place of the first system message); here it is the session's prompt.
+    theirs, mine = differ("managed_keeps_the_description", marsys, ours)
+    assert theirs[1] == {"value": [{"role": "user", "content": "hi"}]}
+    assert mine[1] == {"value": [{"role": "system", "content": "You are helpful"}, {"role": "user", "content": "hi"}]}
+    assert theirs[4] == {"value": []}  # both resets delete every message row
+    assert mine[4] == {"value": [{"role": "system", "content": "You are helpful"}]}
+
+
 def test_marsys_loads_a_file_our_client_saved(make_memory, tmp_path, png_path):
     memory = make_memory(description="You are helpful")
     memory.add(role="user", content="hello", name="alice")

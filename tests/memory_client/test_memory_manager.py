@@ -25,7 +25,7 @@ def test_a_new_manager_creates_a_session_whose_prompt_is_index_0(make_memory, cl
     )
     assert session.metadata == {"agent": "a"}
     assert memory.retrieve_all() == [{"role": "system", "content": "You are helpful"}]
-    assert memory.memory_module is memory
+    assert isinstance(memory.memory_module, ConversationMemory)
     assert memory.memory_type == "conversation_history"
 
 

@@ -1,0 +1,105 @@
+"""marsys 0.2.1's MemoryManager: builds the memory for `memory_type` and delegates to it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from memory_client.config import ManagedMemoryConfig
+from memory_client.events import EventSink
+from memory_client.managed import DEFAULT_COMPACTION_TIMEOUT, RemoteManagedConversationMemory
+from memory_client.memory import RemoteConversationMemory
+from memory_client.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT
+
+
+class MemoryManager:
+    """marsys's MemoryManager: the same constructor (plus where the server is) and methods.
+
+    "conversation_history" builds a ConversationMemory, "managed_conversation" a
+    ManagedConversationMemory configured by `memory_config` (a ManagedMemoryConfig, a
+    partial dict, or None for the team's defaults); "kg" is not served yet. The module is
+    `memory_module`, and every attribute the manager does not define is the module's, so
+    `manager.get_cache_stats()` works where marsys needs `manager.memory_module`.
+    `model` is accepted for marsys call sites and unused; `token_counter` is put on a
+    ManagedMemoryConfig as marsys does, and never sent (the server counts tokens).
+    """
+
+    memory_module: RemoteConversationMemory
+
+    def __init__(
+        self,
+        memory_type: str = "conversation_history",
+        description: str | None = None,
+        model: Any = None,
+        memory_config: ManagedMemoryConfig | Mapping[str, Any] | None = None,
+        token_counter: Any = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        session_id: str | None = None,
+        external_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_RETRIES,
+        transport: httpx.BaseTransport | None = None,
+        compaction_timeout: float = DEFAULT_COMPACTION_TIMEOUT,
+    ) -> None:
+        where: dict[str, Any] = {
+            "base_url": base_url,
+            "api_key": api_key,
+            "session_id": session_id,
+            "external_id": external_id,
+            "metadata": metadata,
+            "timeout": timeout,
+            "max_retries": max_retries,
+            "transport": transport,
+        }
+        if memory_type == "managed_conversation":
+            if token_counter is not None and isinstance(memory_config, ManagedMemoryConfig):
+                memory_config.token_counter = token_counter
+            self.memory_module = RemoteManagedConversationMemory(
+                config=memory_config, description=description, compaction_timeout=compaction_timeout, **where
+            )
+        elif memory_type == "conversation_history":
+            self.memory_module = RemoteConversationMemory(description, memory_type=memory_type, **where)
+        else:
+            raise ValueError(
+                f"memory_type must be 'conversation_history' or 'managed_conversation', got {memory_type!r}"
+            )
+        self.memory_type = memory_type
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for names the manager lacks; memory_module itself must not recurse here
+        # while __init__ is still building it.
+        if name == "memory_module":
+            raise AttributeError(name)
+        return getattr(self.memory_module, name)
+
+    def __enter__(self) -> MemoryManager:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.memory_module.close()
+
+    def set_event_context(
+        self, agent_name: str, event_bus: EventSink | None = None, session_id: str | None = None
+    ) -> None:
+        """Emit MemoryResetEvent (and, for managed memory, CompactionEvent) to `event_bus`."""
+        self.memory_module.set_event_context(agent_name, event_bus, session_id)
+
+    async def compact_if_needed(self, runtime: dict[str, Any] | None = None, **options: Any) -> dict[str, Any] | None:
+        """The managed memory's compact_if_needed (options: wait, timeout); None for other types."""
+        if isinstance(self.memory_module, RemoteManagedConversationMemory):
+            return await self.memory_module.compact_if_needed(runtime, **options)
+        return None
+
+    async def compact_for_payload_error(self, runtime: dict[str, Any] | None = None, **options: Any) -> bool:
+        """The managed memory's compact_for_payload_error (option: timeout); False for other types."""
+        if isinstance(self.memory_module, RemoteManagedConversationMemory):
+            return await self.memory_module.compact_for_payload_error(runtime, **options)
+        return False
