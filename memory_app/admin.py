@@ -12,8 +12,9 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from memory_app import services
-from memory_app.models import ApiKey, MemoryEvent, Message, Session, Team, TeamMembership
+from memory_app import compaction, services
+from memory_app.models import ApiKey, CompactionRun, MemoryEvent, Message, Session, Team, TeamMembership
+from memsite.errors import Conflict
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -220,3 +221,48 @@ class MemoryEventAdmin(ReadOnlyAdmin):
     search_fields = ["=session__id", "session__external_id"]
     list_select_related = ["team", "session"]
     show_full_result_count = False
+
+
+@admin.register(CompactionRun)
+class CompactionRunAdmin(ReadOnlyAdmin):
+    """The compaction ledger (job rows), read-only; failed runs can be retried through the service."""
+
+    list_display = [
+        "__str__",
+        "team",
+        "status",
+        "trigger",
+        "covered",
+        "pre_tokens",
+        "post_tokens",
+        "attempts",
+        "created_at",
+    ]
+    list_filter = ["status", "trigger", "team"]
+    search_fields = ["=id", "=session__id", "session__external_id"]
+    list_select_related = ["team", "session"]
+    date_hierarchy = "created_at"
+    show_full_result_count = False
+    actions = ["retry_selected"]
+
+    @admin.display(description="covers")
+    def covered(self, run: CompactionRun) -> str:
+        return f"#{run.covered_from_seq + 1}\N{EN DASH}#{run.covered_to_seq}" if run.covered_to_seq is not None else "-"
+
+    @admin.action(description="Retry selected failed runs (queues a new run per session)")
+    def retry_selected(self, request: HttpRequest, queryset: QuerySet[CompactionRun]) -> None:
+        queued = skipped = 0
+        for run in queryset.select_related("session"):
+            try:
+                _, created = compaction.compaction_retry(run=run)
+            except Conflict:
+                skipped += 1
+                continue
+            queued += created
+            skipped += not created
+        self.message_user(
+            request,
+            f"Queued {queued} new run{'s' if queued != 1 else ''}; skipped {skipped} "
+            "(not failed, or the session already has a pending or running run).",
+            messages.SUCCESS if queued else messages.WARNING,
+        )

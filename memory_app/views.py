@@ -1,8 +1,10 @@
-"""Dashboard pages (server-rendered): the current team's sessions and each session's timeline.
+"""Dashboard pages (server-rendered): the current team's sessions, each session's timeline,
+active context and compactions, and the staff-only ops page.
 
-Every page is scoped to a team the logged-in user belongs to (TeamMembership); the chosen
-team lives in the Django session and is re-checked against the memberships on each request.
-Stored text reaches templates as plain strings, so autoescaping covers all of it.
+Every session page is scoped to a team the logged-in user belongs to (TeamMembership); the
+chosen team lives in the Django session and is re-checked against the memberships on each
+request. The ops page is for staff (operators) and spans every team. Stored text reaches
+templates as plain strings, so autoescaping covers all of it.
 """
 
 from __future__ import annotations
@@ -19,17 +21,19 @@ from urllib.parse import urlsplit
 
 from django import forms
 from django.conf import settings
+from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from memory_app import selectors
+from memory_app import compaction, selectors
 from memory_app.images import MAX_URL_LENGTH
-from memory_app.models import MemoryType, Message, Session, Team
-from memsite.errors import NotFound
+from memory_app.models import CompactionRun, MemoryType, Message, Session, Team
+from memsite.errors import Conflict, NotFound
 
 SESSIONS_PER_PAGE = 25
 MESSAGES_PER_PAGE = 100
@@ -336,12 +340,16 @@ def build_timeline(*, session: Session, messages: list[Message]) -> list[Message
     return views
 
 
-@team_page
-def session_detail(request: HttpRequest, session_id: uuid.UUID, *, team: Team, teams: list[Team]) -> HttpResponse:
+def _team_session(team: Team, session_id: uuid.UUID) -> Session:
     try:
-        session = selectors.session_get(team=team, session_id=session_id)
+        return selectors.session_get(team=team, session_id=session_id)
     except NotFound as exc:
         raise Http404(str(exc)) from exc
+
+
+@team_page
+def session_detail(request: HttpRequest, session_id: uuid.UUID, *, team: Team, teams: list[Team]) -> HttpResponse:
+    session = _team_session(team, session_id)
     if request.GET.get("latest"):
         page = selectors.message_page(session=session, last=MESSAGES_PER_PAGE)
     else:
@@ -354,6 +362,9 @@ def session_detail(request: HttpRequest, session_id: uuid.UUID, *, team: Team, t
         else None
     )
     totals = selectors.session_totals(session=session)
+    on_page = {message.seq for message in page.messages}
+    active = selectors.active_context_view(session=session, show_last=ACTIVE_CONTEXT_SHOWN)
+    ledger = selectors.compaction_ledger(session=session, limit=RUNS_SHOWN, messages_per_run=DIFF_MESSAGES_SHOWN)
     return render(
         request,
         "memory_app/session_detail.html",
@@ -368,5 +379,322 @@ def session_detail(request: HttpRequest, session_id: uuid.UUID, *, team: Team, t
             "totals": totals,
             "token_total": totals.message_tokens + session.system_prompt_tokens,
             "metadata": pretty_json(session.metadata) if session.metadata else "",
+            "is_managed": session.memory_type == MemoryType.MANAGED_CONVERSATION,
+            "gauge": token_gauge(session),
+            "covered_to": active.run.covered_to_seq if active.run else None,
+            "active_context": active,
+            "context_head": [_context_entry_view(entry, on_page) for entry in active.head],
+            "context_messages": [_context_entry_view(entry, on_page) for entry in active.messages],
+            "runs": [_run_view(item, latest=active.run, on_page=on_page) for item in ledger.runs],
+            "more_runs": ledger.more_runs,
         },
     )
+
+
+# --- compaction: token gauge, active context, ledger, and the two actions ---------------------
+
+ACTIVE_CONTEXT_SHOWN = 60
+RUNS_SHOWN = 10
+DIFF_MESSAGES_SHOWN = 40
+
+
+@dataclass(frozen=True)
+class TokenGauge:
+    """The session's active-context tokens against the threshold that queues a compaction."""
+
+    tokens: int
+    threshold: int | None
+    target: int | None  # what a compaction aims to bring it down to
+
+    @property
+    def percent(self) -> float:
+        return 100 * self.tokens / self.threshold if self.threshold else 0.0
+
+    @property
+    def bar_percent(self) -> float:
+        return min(self.percent, 100.0)
+
+    @property
+    def target_percent(self) -> float:
+        return 100 * self.target / self.threshold if self.threshold and self.target else 0.0
+
+    @property
+    def level(self) -> str:
+        return "over" if self.percent >= 100 else "high" if self.percent >= 80 else "ok"
+
+    @property
+    def figures(self) -> dict[str, str]:
+        """The numbers as read: 150,000 rather than 150000."""
+        return {name: f"{value:,}" for name, value in vars(self).items() if value is not None}
+
+
+def token_gauge(session: Session) -> TokenGauge:
+    threshold = session.compaction_threshold
+    target = compaction.session_config(session).compaction_target_tokens if threshold else None
+    return TokenGauge(tokens=session.active_tokens, threshold=threshold, target=target)
+
+
+@dataclass(frozen=True)
+class CompactMessage:
+    """A message in the short form of the active-context pane and the compaction diffs."""
+
+    role: str
+    pieces: list[Piece]
+    calls: list[ToolCallView]
+    name: str = ""
+    tool_call_id: str = ""
+    seq: int | None = None
+    href: str = ""  # where the raw message is in the timeline
+    tokens: int | None = None
+    kind: str = "message"  # ContextEntry.kind, or "raw" in a diff
+    truncated: bool = False
+
+
+_COMPACT_FIELDS = ("role", "content", "images", "tool_calls", "tool_call_id", "name")
+
+
+def _seq_href(seq: int, on_page: set[int]) -> str:
+    return f"#m{seq}" if seq in on_page else f"?after={seq - 1}#m{seq}"
+
+
+def compact_message(data: dict[str, Any], *, on_page: set[int], seq: int | None = None, **extra: Any) -> CompactMessage:
+    return CompactMessage(
+        role=str(data.get("role") or "?"),
+        pieces=content_pieces(data.get("content"), data.get("images")),
+        calls=[view for view in map(_tool_call_view, data.get("tool_calls") or []) if view is not None],
+        name=str(data.get("name") or ""),
+        tool_call_id=str(data.get("tool_call_id") or ""),
+        seq=seq,
+        href=_seq_href(seq, on_page) if seq is not None else "",
+        **extra,
+    )
+
+
+def _context_entry_view(entry: selectors.ContextEntry, on_page: set[int]) -> CompactMessage:
+    return compact_message(
+        entry.message,
+        on_page=on_page,
+        seq=entry.seq,
+        tokens=entry.token_count,
+        kind=entry.kind,
+        truncated=entry.truncated,
+    )
+
+
+@dataclass(frozen=True)
+class Change:
+    """A before -> after figure as a signed percentage (a summary of a small range can grow)."""
+
+    percent: int
+
+    @classmethod
+    def between(cls, before: int, after: int) -> Change | None:
+        return cls(round(100 * (after - before) / before)) if before else None
+
+    @property
+    def label(self) -> str:
+        sign = "+" if self.percent > 0 else "\N{MINUS SIGN}" if self.percent < 0 else "\N{PLUS-MINUS SIGN}"
+        return f"{sign}{abs(self.percent)}%"
+
+    @property
+    def kind(self) -> str:
+        return "growth" if self.percent > 0 else "saving"
+
+
+@dataclass(frozen=True)
+class RunView:
+    run: CompactionRun
+    before: list[CompactMessage]  # raw messages of its range (the first DIFF_MESSAGES_SHOWN)
+    more_before: bool
+    after: list[CompactMessage]  # the summary that stands in for them
+    revertable: bool  # the latest done run: the only one compaction_revert accepts
+    first_seq: int | None
+
+    @property
+    def token_change(self) -> Change | None:
+        return Change.between(self.run.pre_tokens, self.run.post_tokens)
+
+    @property
+    def byte_change(self) -> Change | None:
+        return Change.between(self.run.pre_bytes, self.run.post_bytes)
+
+
+def _run_view(item: selectors.LedgerRun, *, latest: CompactionRun | None, on_page: set[int]) -> RunView:
+    run = item.run
+    return RunView(
+        run=run,
+        before=[
+            compact_message(
+                {name: getattr(message, name) for name in _COMPACT_FIELDS},
+                on_page=on_page,
+                seq=message.seq,
+                tokens=message.token_count,
+                kind="raw",
+            )
+            for message in item.covered
+        ],
+        more_before=item.more_covered,
+        after=[
+            compact_message(message, on_page=on_page, tokens=message.get("token_count"), kind="summary")
+            for message in run.summary or []
+            if isinstance(message, dict)
+        ],
+        revertable=latest is not None and latest.pk == run.pk,
+        first_seq=run.covered_from_seq + 1 if run.covered_to_seq is not None else None,
+    )
+
+
+def _back_to_compactions(session: Session) -> HttpResponse:
+    return redirect(reverse("dashboard:session", args=[session.pk]) + "#compactions")
+
+
+@team_page
+@require_POST
+def session_compact(request: HttpRequest, session_id: uuid.UUID, *, team: Team, teams: list[Team]) -> HttpResponse:
+    """Queue a manual compaction now (the API's POST .../compact/)."""
+    session = _team_session(team, session_id)
+    run, created = compaction.compaction_request(session=session, trigger=CompactionRun.Trigger.MANUAL)
+    if created:
+        flash.success(request, "Compaction queued: a worker will summarise the older messages shortly.")
+    else:
+        flash.info(request, f"A compaction is already {run.status} for this session; nothing new was queued.")
+    return _back_to_compactions(session)
+
+
+@team_page
+@require_POST
+def session_compaction_revert(
+    request: HttpRequest, session_id: uuid.UUID, run_id: uuid.UUID, *, team: Team, teams: list[Team]
+) -> HttpResponse:
+    """Undo a compaction: the context goes back to the raw messages (or the previous summary)."""
+    session = _team_session(team, session_id)
+    try:
+        run = selectors.compaction_run_get(session=session, run_id=run_id)
+    except NotFound as exc:
+        raise Http404(str(exc)) from exc
+    try:
+        compaction.compaction_revert(run=run)
+    except Conflict as exc:
+        flash.error(request, exc.detail)
+    else:
+        flash.success(request, "Compaction reverted: its summary no longer stands in for those messages.")
+    return _back_to_compactions(session)
+
+
+# --- ops: job queues across teams (staff only) -----------------------------------------------
+
+OPS_FAILURES_SHOWN = 20
+OPS_REFRESH_SECONDS = 5
+OPS_RECENT_WINDOW = timedelta(hours=24)
+# The filesystem broker answers a ping in about a second; a broker that is down, never.
+OPS_PING_TIMEOUT = 0.5
+OPS_PING_DEADLINE = 2.0
+# A worker that answered within this many seconds still counts as seen alive.
+OPS_WORKER_MEMORY = 30.0
+# Each job kind's retry service, by JobSource.kind: (job) -> (new or active job, created).
+RETRY_SERVICES: dict[str, Callable[[Any], tuple[Any, bool]]] = {
+    "compaction": lambda job: compaction.compaction_retry(run=job),
+}
+
+
+def staff_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Log-in required; 403 unless the user is staff. Staff see every team's jobs."""
+
+    @login_required
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_staff:
+            return render(request, "memory_app/staff_only.html", status=403)
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+_UNITS = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
+
+
+def short_duration(age: timedelta) -> str:
+    """The largest whole unit and the next one: "45 s", "12 min 5 s", "3 h 20 min", "2 d"."""
+    seconds = max(int(age.total_seconds()), 0)
+    index = next(i for i, (_, size) in enumerate(_UNITS) if seconds >= size or i == len(_UNITS) - 1)
+    name, size = _UNITS[index]
+    parts = [f"{seconds // size} {name}"]
+    if index + 1 < len(_UNITS):
+        smaller, smaller_size = _UNITS[index + 1]
+        if rest := seconds % size // smaller_size:
+            parts.append(f"{rest} {smaller}")
+    return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class QueueView:
+    source: selectors.JobSource
+    stats: selectors.QueueStats
+    failures: list[Any]
+    oldest_pending_age: timedelta | None
+    retryable: bool  # a retry service exists for this kind
+
+    @property
+    def oldest_pending_label(self) -> str:
+        return short_duration(self.oldest_pending_age) if self.oldest_pending_age is not None else ""
+
+
+def _ops_status() -> dict[str, Any]:
+    now = timezone.now()
+    queues = []
+    for source in selectors.job_sources():
+        stats = selectors.job_queue_stats(source=source, since=now - OPS_RECENT_WINDOW)
+        queues.append(
+            QueueView(
+                source=source,
+                stats=stats,
+                failures=selectors.job_failures(source=source, limit=OPS_FAILURES_SHOWN),
+                oldest_pending_age=max(now - stats.oldest_pending_at, timedelta(0))
+                if stats.oldest_pending_at
+                else None,
+                retryable=source.kind in RETRY_SERVICES,
+            )
+        )
+    return {
+        "queues": queues,
+        "workers": selectors.workers_seen(
+            timeout=OPS_PING_TIMEOUT, deadline=OPS_PING_DEADLINE, remember=OPS_WORKER_MEMORY
+        ),
+        "worker_memory": OPS_WORKER_MEMORY,
+        "checked_at": now,
+        "refresh_seconds": OPS_REFRESH_SECONDS,
+    }
+
+
+@staff_page
+def ops(request: HttpRequest) -> HttpResponse:
+    return render(request, "memory_app/ops.html", _ops_status())
+
+
+@staff_page
+def ops_status(request: HttpRequest) -> HttpResponse:
+    """The live part of the ops page, re-fetched by static/js/dashboard.js every few seconds."""
+    return render(request, "snippets/ops_status.html", _ops_status())
+
+
+@staff_page
+@require_POST
+def ops_job_retry(request: HttpRequest, kind: str, job_id: uuid.UUID) -> HttpResponse:
+    try:
+        source = selectors.job_source_get(kind=kind)
+        job = selectors.job_get(source=source, job_id=job_id)
+    except NotFound as exc:
+        raise Http404(str(exc)) from exc
+    retry = RETRY_SERVICES.get(source.kind)
+    if retry is None:
+        raise Http404("This kind of job cannot be retried.")
+    try:
+        new_job, created = retry(job)
+    except Conflict as exc:
+        flash.error(request, exc.detail)
+    else:
+        if created:
+            flash.success(request, f"{source.label}: queued a new job for session {job.session} ({new_job.pk}).")
+        else:
+            flash.info(request, f"{source.label}: session {job.session} already has a {new_job.status} job.")
+    return redirect("dashboard:ops")

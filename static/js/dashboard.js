@@ -1,7 +1,55 @@
 // Small progressive enhancements; every page works without them.
+
+// A live region re-fetches its server-rendered HTML from data-live-url every
+// data-live-seconds while the tab is visible, and at once when it becomes visible again
+// (healthchecks' adaptive setInterval: no polling from a background tab).
+function liveRegion(region) {
+  const every = (Number(region.dataset.liveSeconds) || 5) * 1000;
+  let timer = null;
+  let busy = false;
+
+  async function refresh() {
+    // Never swap the HTML under a button the user is pointing at or a form they are in.
+    const inForm = region.contains(document.activeElement) && document.activeElement.closest("form");
+    if (busy || inForm || region.querySelector("form:hover")) return;
+    busy = true;
+    try {
+      const response = await fetch(region.dataset.liveUrl, { credentials: "same-origin", cache: "no-store" });
+      // A redirect is the login page (signed out): keep the last view and say it is stale.
+      if (!response.ok || response.redirected) throw new Error(`status ${response.status}`);
+      const html = await response.text();
+      const open = [...region.querySelectorAll("details[open][id]")].map((el) => el.id);
+      region.innerHTML = html;
+      for (const id of open) document.getElementById(id)?.setAttribute("open", "");
+      region.removeAttribute("data-stale");
+    } catch {
+      region.setAttribute("data-stale", "");
+    } finally {
+      busy = false;
+    }
+  }
+
+  function schedule() {
+    clearInterval(timer);
+    timer = document.hidden ? null : setInterval(refresh, every);
+  }
+
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden) refresh();
+    schedule();
+  });
+  schedule();
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   for (const form of document.querySelectorAll("form[data-autosubmit]")) {
     form.querySelector("button[type=submit]")?.setAttribute("hidden", "");
     form.querySelector("select")?.addEventListener("change", () => form.requestSubmit());
   }
+  for (const form of document.querySelectorAll("form[data-confirm]")) {
+    form.addEventListener("submit", (event) => {
+      if (!window.confirm(form.dataset.confirm)) event.preventDefault();
+    });
+  }
+  for (const region of document.querySelectorAll("[data-live-url]")) liveRegion(region);
 });

@@ -410,12 +410,16 @@ def test_it_shows_data_and_http_images_as_thumbnails_and_nothing_else(member: Cl
 
     html = member.get(session_url(session)).content.decode()
 
-    sources = re.findall(r'<img src="([^"]*)"', html)
+    timeline = html[html.index('<ol class="timeline">') :]
+    timeline = timeline[: timeline.index("</ol>")]
+    sources = re.findall(r'<img src="([^"]*)"', timeline)
     assert sources == ["https://example.com/cat.png", PNG_DATA_URL]  # content parts, then images
+    assert re.findall(r'<img src="([^"]*)"', html) == sources * 2  # again in the active context pane
     assert "javascript:" not in html
     assert "file:///etc/passwd" not in html
     assert "image/svg+xml" not in html
-    assert html.count("image not shown") == 5
+    assert timeline.count("image not shown") == 5
+    assert html.count("image not shown") == 10
 
 
 def test_it_renders_json_content_and_content_parts_readably(member: Client, tenant: Tenant) -> None:
@@ -444,8 +448,10 @@ def test_the_timeline_takes_a_fixed_number_of_queries(
             {"role": "tool", "tool_call_id": f"c{n}", "content": "done"},
         )
 
-    # session + user, teams, session, page, previous cursor, totals (every result is on the page)
-    with django_assert_num_queries(7):
+    # session + user, teams, session, page, previous cursor, totals (every result is on the page);
+    # the active context: window, a user message to borrow (there is none), its labels; the
+    # compaction ledger (empty)
+    with django_assert_num_queries(11):
         member.get(session_url(session))
 
 

@@ -1,0 +1,401 @@
+"""Ops page (staff only): per-queue job counts, oldest pending age, workers, failures and retry."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from memory_app import compaction, selectors, services, views
+from memory_app.models import CompactionRun, MemoryType, Session, TeamMembership
+from memsite.celery import app as celery_app
+from tests.conftest import Tenant
+
+OPS = reverse("dashboard:ops")
+OPS_STATUS = reverse("dashboard:ops_status")
+
+
+@pytest.fixture(autouse=True)
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Compaction tasks recorded instead of going to a broker."""
+    sent: list[str] = []
+    monkeypatch.setattr(compaction, "_send", lambda run_id, countdown=0: sent.append(str(run_id)))
+    return sent
+
+
+@pytest.fixture(autouse=True)
+def ping(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """What workers answer to the broadcast ping (no broker involved)."""
+    replies: list[object] = []
+    monkeypatch.setattr(celery_app.control, "ping", lambda timeout: list(replies))
+    monkeypatch.setattr(selectors, "_WORKERS_LAST_ANSWER", {})
+    return replies
+
+
+@pytest.fixture
+def staff(client: Client, db) -> Client:
+    client.force_login(get_user_model().objects.create_user("operator", is_staff=True))
+    return client
+
+
+def managed(tenant: Tenant, external_id: str) -> Session:
+    return services.session_create(
+        team=tenant.team, external_id=external_id, memory_type=MemoryType.MANAGED_CONVERSATION
+    )
+
+
+def job(session: Session, status: str, **fields) -> CompactionRun:
+    return CompactionRun.objects.create(
+        team_id=session.team_id, session=session, trigger=fields.pop("trigger", "threshold"), status=status, **fields
+    )
+
+
+def failed(session: Session, error: str = "LLM said no", **fields) -> CompactionRun:
+    fields.setdefault("finished_at", timezone.now())
+    return job(session, "failed", error=error, attempts=4, **fields)
+
+
+def retry_url(run: CompactionRun, kind: str = "compaction") -> str:
+    return reverse("dashboard:ops_job_retry", args=[kind, run.pk])
+
+
+def flashes(response) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
+# --- who may see it -------------------------------------------------------------------------------
+
+
+def test_anonymous_visitors_are_sent_to_log_in(client: Client, tenant: Tenant) -> None:
+    run = failed(managed(tenant, "s"))
+    for response in (client.get(OPS), client.get(OPS_STATUS), client.post(retry_url(run))):
+        assert response.status_code == 302
+        assert response["Location"].startswith(reverse("login"))
+
+
+def test_team_members_who_are_not_staff_get_403(client: Client, tenant: Tenant) -> None:
+    user = get_user_model().objects.create_user("ada")
+    TeamMembership.objects.create(team=tenant.team, user=user, is_admin=True)
+    client.force_login(user)
+    run = failed(managed(tenant, "s"))
+
+    for response in (client.get(OPS), client.get(OPS_STATUS), client.post(retry_url(run))):
+        assert response.status_code == 403
+        assert b"Staff only" in response.content
+    assert CompactionRun.objects.count() == 1
+    assert b">Ops</a>" not in client.get(reverse("dashboard:sessions")).content
+
+
+def test_staff_see_it_without_belonging_to_a_team(staff: Client, tenant: Tenant) -> None:
+    response = staff.get(OPS)
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "<h1>Ops" in html
+    assert 'aria-current="page">Ops</a>' in html
+
+
+# --- counts and ages ------------------------------------------------------------------------------
+
+
+def test_it_counts_jobs_per_status_across_every_team(staff: Client, tenant: Tenant, other_tenant: Tenant) -> None:
+    a1, a2, a3 = (managed(tenant, f"a{n}") for n in range(3))
+    b1, b2 = (managed(other_tenant, f"b{n}") for n in range(2))
+    job(a1, "pending")
+    job(a2, "pending")
+    job(b1, "pending")
+    job(a3, "running", attempts=1)
+    failed(a1)
+    failed(b2)
+    failed(b2, finished_at=timezone.now() - timedelta(days=3))
+    job(b1, "done")
+    job(a2, "reverted")
+
+    response = staff.get(OPS)
+
+    (queue,) = response.context["queues"]
+    assert queue.source.queue == "compaction"
+    stats = queue.stats
+    assert (stats.pending, stats.running, stats.failed, stats.failed_recently) == (3, 1, 3, 2)
+    teams = {t.team_name: (t.pending, t.running, t.failed) for t in stats.by_team}
+    assert teams == {"alpha": (2, 1, 1), "beta": (1, 0, 2)}
+    html = response.content.decode()
+    assert '<div class="stat stat-pending"><dt>Pending</dt><dd>3</dd></div>' in html
+    assert '<div class="stat stat-running"><dt>Running</dt><dd>1</dd></div>' in html
+    assert '<dd>3 <small class="muted">2 in 24 h</small></dd>' in html
+    assert '<td>alpha</td><td class="num">2</td><td class="num">1</td><td class="num">1</td>' in html
+
+
+def test_the_oldest_pending_age_runs_from_creation_not_the_last_resend(staff: Client, tenant: Tenant) -> None:
+    old = job(managed(tenant, "old"), "pending")
+    job(managed(tenant, "new"), "pending")
+    # The sweeper re-sent the old one a minute ago: queued_at moves, created_at does not.
+    CompactionRun.objects.filter(pk=old.pk).update(
+        created_at=timezone.now() - timedelta(hours=2, minutes=5), queued_at=timezone.now() - timedelta(minutes=1)
+    )
+
+    response = staff.get(OPS)
+
+    (queue,) = response.context["queues"]
+    assert timedelta(hours=2, minutes=5) <= queue.oldest_pending_age < timedelta(hours=2, minutes=6)
+    assert ">2 h 5 min</span>" in response.content.decode()
+
+
+def test_an_empty_queue_shows_zeros_and_no_age(staff: Client, db) -> None:
+    response = staff.get(OPS)
+
+    (queue,) = response.context["queues"]
+    assert (queue.stats.pending, queue.stats.running, queue.stats.failed) == (0, 0, 0)
+    assert queue.oldest_pending_age is None
+    assert "No failed jobs." in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("seconds", "label"),
+    [(0, "0 s"), (45, "45 s"), (725, "12 min 5 s"), (3600, "1 h"), (12_005, "3 h 20 min"), (187_200, "2 d 4 h")],
+)
+def test_ages_read_as_two_units_at_most(seconds: int, label: str) -> None:
+    assert views.short_duration(timedelta(seconds=seconds)) == label
+
+
+def test_a_second_job_kind_slots_in_as_another_source(
+    staff: Client, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job(managed(tenant, "s"), "pending")
+    extra = selectors.JobSource(kind="facts", label="Fact extraction", queue="facts", model=CompactionRun)
+    original = selectors.job_sources
+    monkeypatch.setattr(selectors, "job_sources", lambda: [*original(), extra])
+
+    response = staff.get(OPS)
+
+    assert [q.source.kind for q in response.context["queues"]] == ["compaction", "facts"]
+    html = response.content.decode()
+    assert 'id="queue-compaction"' in html and 'id="queue-facts"' in html
+    assert "Fact extraction" in html
+    # Without a retry service of its own, its failures get no retry button (and the URL is 404).
+    run = failed(Session.objects.get(external_id="s"))
+    html = staff.get(OPS).content.decode()
+    assert html.count(f'id="job-{run.pk}"') == 2
+    assert html.count(f'action="{retry_url(run)}"') == 1
+    assert f'action="{retry_url(run, kind="facts")}"' not in html
+    assert staff.post(retry_url(run, kind="facts")).status_code == 404
+
+
+# --- failures and retry -----------------------------------------------------------------------------
+
+
+def test_recent_failures_show_their_team_error_and_a_retry_button(
+    staff: Client, tenant: Tenant, other_tenant: Tenant
+) -> None:
+    older = failed(managed(tenant, "alpha-chat"), error="gave up after 4 attempts: 429 rate limited")
+    CompactionRun.objects.filter(pk=older.pk).update(finished_at=timezone.now() - timedelta(hours=1))
+    newer = failed(managed(other_tenant, "beta-chat"), error="<img src=x onerror=alert(1)> payload too large")
+
+    response = staff.get(OPS)
+
+    (queue,) = response.context["queues"]
+    assert [f.pk for f in queue.failures] == [newer.pk, older.pk]
+    html = response.content.decode()
+    newer_row = html[html.index(f'id="job-{newer.pk}"') : html.index(f'id="job-{older.pk}"')]
+    assert '<span class="team-tag">beta</span>' in newer_row
+    assert "beta-chat" in newer_row
+    assert "&lt;img src=x onerror=alert(1)&gt; payload too large" in newer_row
+    assert "<img src=x" not in html
+    assert f'action="{retry_url(newer)}"' in newer_row
+    assert "csrfmiddlewaretoken" in newer_row
+    assert '<span class="team-tag">alpha</span>' in html
+    assert "gave up after 4 attempts: 429 rate limited" in html
+
+
+def test_retry_queues_a_new_pending_run_and_keeps_the_failed_one(
+    staff: Client, tenant: Tenant, sent: list[str], django_capture_on_commit_callbacks
+) -> None:
+    session = managed(tenant, "s")
+    run = failed(session, trigger="payload_error")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = staff.post(retry_url(run), follow=True)
+
+    run.refresh_from_db()
+    assert run.status == "failed"
+    new = CompactionRun.objects.exclude(pk=run.pk).get(session=session)
+    assert (new.status, new.trigger) == ("pending", "payload_error")
+    assert sent == [str(new.pk)]
+    assert response.redirect_chain == [(OPS, 302)]
+    assert flashes(response) == [f"Context compaction: queued a new job for session s ({new.pk})."]
+    # Now marked as retried instead of offering a second retry.
+    (queue,) = response.context["queues"]
+    assert queue.failures[0].retried
+    assert f'action="{retry_url(run)}"' not in response.content.decode()
+    assert ">retried</span>" in response.content.decode()
+
+
+def test_retry_when_the_session_already_has_a_pending_run_queues_nothing(staff: Client, tenant: Tenant) -> None:
+    session = managed(tenant, "s")
+    run = failed(session)
+    pending = job(session, "pending")
+
+    response = staff.post(retry_url(run), follow=True)
+
+    assert CompactionRun.objects.filter(session=session).count() == 2
+    assert flashes(response) == ["Context compaction: session s already has a pending job."]
+    assert pending.pk in {r.pk for r in CompactionRun.objects.filter(status="pending")}
+
+
+def test_retrying_a_job_that_did_not_fail_shows_the_conflict(staff: Client, tenant: Tenant) -> None:
+    run = job(managed(tenant, "s"), "done")
+
+    response = staff.post(retry_url(run), follow=True)
+
+    assert flashes(response) == ["Only a failed compaction can be retried (this one is done)."]
+    assert CompactionRun.objects.count() == 1
+
+
+def test_retry_needs_a_post_a_known_kind_and_a_known_job(staff: Client, tenant: Tenant) -> None:
+    run = failed(managed(tenant, "s"))
+
+    assert staff.get(retry_url(run)).status_code == 405
+    assert staff.post(retry_url(run, kind="facts")).status_code == 404
+    assert staff.post(reverse("dashboard:ops_job_retry", args=["compaction", uuid.uuid4()])).status_code == 404
+    assert CompactionRun.objects.count() == 1
+
+
+def test_compaction_retry_refuses_runs_that_are_not_failed(db, tenant: Tenant) -> None:
+    session = managed(tenant, "s")
+    for status in ("pending", "running", "done", "reverted"):
+        CompactionRun.objects.filter(session=session).delete()
+        with pytest.raises(compaction.Conflict):
+            compaction.compaction_retry(run=job(session, status))
+
+
+# --- workers ------------------------------------------------------------------------------------------
+
+
+def test_workers_that_answer_the_ping_are_listed(staff: Client, ping: list[object]) -> None:
+    ping.extend([{"celery@web-2": {"ok": "pong"}}, {"celery@web-1": {"ok": "pong"}}])
+
+    response = staff.get(OPS)
+
+    workers = response.context["workers"]
+    assert workers.known and workers.names == ["celery@web-1", "celery@web-2"]
+    html = response.content.decode()
+    assert '<strong class="workers-count">2</strong>' in html
+    assert '<code class="worker">celery@web-1</code>' in html
+
+
+def test_a_worker_that_missed_one_ping_stays_listed_for_a_while(staff: Client, ping: list[object]) -> None:
+    ping.append({"celery@web-1": {"ok": "pong"}})
+    staff.get(OPS_STATUS)
+    ping.clear()  # its next answer misses the window
+    selectors._WORKERS_LAST_ANSWER["celery@web-1"] -= 12
+    selectors._WORKERS_LAST_ANSWER["celery@gone"] = time.monotonic() - views.OPS_WORKER_MEMORY - 1
+
+    html = staff.get(OPS_STATUS).content.decode()
+
+    assert '<code class="worker">celery@web-1</code> <small class="muted">12 s ago</small>' in html
+    assert "celery@gone" not in html
+    assert "Latest ping: no worker answered the ping within 0.5 s." in html
+
+
+def test_no_answer_is_unknown_not_zero(staff: Client) -> None:
+    html = staff.get(OPS).content.decode()
+
+    assert '<strong class="workers-count unknown">unknown</strong>' in html
+    assert "no worker answered the ping within 0.5 s" in html
+
+
+def test_a_broker_error_is_unknown_and_the_page_still_renders(
+    staff: Client, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(timeout: float) -> list:
+        raise ConnectionRefusedError("Connection refused")
+
+    monkeypatch.setattr(celery_app.control, "ping", refuse)
+    job(managed(tenant, "s"), "pending")
+
+    response = staff.get(OPS)
+
+    assert response.status_code == 200
+    assert not response.context["workers"].known
+    assert "the ping failed (ConnectionRefusedError: Connection refused)" in response.content.decode()
+    assert response.context["queues"][0].stats.pending == 1
+
+
+def test_a_ping_that_hangs_is_cut_off_at_the_deadline(staff: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    release = threading.Event()
+    monkeypatch.setattr(celery_app.control, "ping", lambda timeout: release.wait(10) and [])
+    monkeypatch.setattr(views, "OPS_PING_DEADLINE", 0.3)
+    try:
+        started = time.monotonic()
+        first = staff.get(OPS_STATUS)
+        elapsed = time.monotonic() - started
+        second = staff.get(OPS_STATUS)  # the first ping is still stuck: no second thread
+    finally:
+        release.set()
+
+    assert elapsed < 2
+    assert "the broker did not answer within 0.3 s" in first.content.decode()
+    assert "the previous ping has not returned yet" in second.content.decode()
+
+
+# --- the live part --------------------------------------------------------------------------------------
+
+
+def test_the_page_polls_a_partial_that_renders_the_same_status(staff: Client, tenant: Tenant) -> None:
+    failed(managed(tenant, "s"), error="boom")
+    job(managed(tenant, "t"), "pending")
+
+    page = staff.get(OPS).content.decode()
+    partial = staff.get(OPS_STATUS)
+
+    assert f'data-live-url="{OPS_STATUS}"' in page
+    assert f'data-live-seconds="{views.OPS_REFRESH_SECONDS}"' in page
+    assert 'src="/static/js/dashboard.js"' in page
+    html = partial.content.decode()
+    assert partial.status_code == 200
+    assert "<html" not in html and "<header" in html  # a snippet, not a page
+    assert '<div class="stat stat-pending"><dt>Pending</dt><dd>1</dd></div>' in html
+    assert "boom" in html and "csrfmiddlewaretoken" in html
+
+
+def test_the_partial_takes_a_fixed_number_of_queries(
+    staff: Client, tenant: Tenant, other_tenant: Tenant, django_assert_num_queries
+) -> None:
+    for n in range(5):
+        failed(managed(tenant, f"a{n}"))
+        job(managed(other_tenant, f"b{n}"), "pending")
+
+    # session + user, stats (grouped), failures (with team, session and the retried flag)
+    with django_assert_num_queries(4):
+        staff.get(OPS_STATUS)
+
+
+# --- admin --------------------------------------------------------------------------------------------
+
+
+def test_the_admin_lists_runs_read_only_and_retries_failed_ones(admin_client: Client, tenant: Tenant) -> None:
+    session = managed(tenant, "s")
+    run = failed(session)
+    done = job(managed(tenant, "t"), "done", covered_from_seq=0, covered_to_seq=8)
+
+    changelist = admin_client.get(reverse("admin:memory_app_compactionrun_changelist"))
+    response = admin_client.post(
+        reverse("admin:memory_app_compactionrun_changelist"),
+        {"action": "retry_selected", "_selected_action": [str(run.pk), str(done.pk)]},
+        follow=True,
+    )
+
+    assert changelist.status_code == 200
+    assert "#1\N{EN DASH}#8" in changelist.content.decode()
+    assert CompactionRun.objects.filter(session=session, status="pending").count() == 1
+    assert "Queued 1 new run; skipped 1" in response.content.decode()
+    change = admin_client.get(reverse("admin:memory_app_compactionrun_change", args=[run.pk]))
+    assert change.status_code == 200
+    assert b'name="_save"' not in change.content
