@@ -12,7 +12,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -244,7 +244,7 @@ def _event(session: Session, kind: str, run: CompactionRun, **data: Any) -> None
         kind=kind,
         data={
             "session_id": str(session.pk),
-            "agent_name": (session.metadata or {}).get("agent_name", "memsite"),
+            "agent_name": session.agent_name,
             "run_id": str(run.pk),
             "trigger": run.trigger,
             **data,
@@ -261,7 +261,14 @@ def compaction_execute(*, run_id: str) -> str:
     started = time.monotonic()
     config = session_config(session)
     plan = _plan(run, config)
-    _event(session, MemoryEvent.Kind.COMPACTION_STARTED, run, status="started", pre_tokens=session.active_tokens)
+    _event(
+        session,
+        MemoryEvent.Kind.COMPACTION_STARTED,
+        run,
+        status="started",
+        pre_tokens=session.active_tokens,
+        pre_messages=(len(plan.pre_messages) + bool(session.system_prompt)) if plan else 0,
+    )
     if plan is None:
         return _finish_failed(run, session, "nothing to compact: every message is in the protected tail", started)
     try:
@@ -288,6 +295,11 @@ def _write_summary(
     pre_bytes, post_bytes = payload_bytes(pre_all), payload_bytes(post_all)
     if is_payload and post_bytes >= pre_bytes:
         return _finish_failed(run, session, f"payload not reduced ({pre_bytes} -> {post_bytes} bytes)", started)
+    pre_tokens = sum(m["token_count"] for m in pre_all)
+    post_tokens = sum(m["token_count"] for m in post_all)
+    if not is_payload and post_tokens >= pre_tokens:
+        # A summary longer than what it replaces would grow the context it exists to shrink.
+        return _finish_failed(run, session, f"summary did not reduce tokens ({pre_tokens} -> {post_tokens})", started)
     with transaction.atomic():
         locked = Session.objects.select_for_update().get(pk=session.pk)
         current = CompactionRun.objects.select_for_update().get(pk=run.pk)
@@ -309,8 +321,7 @@ def _write_summary(
         current.status = Status.DONE
         current.backend, current.model = result.backend, result.model
         current.prompt_tokens, current.completion_tokens = result.prompt_tokens, result.completion_tokens
-        current.pre_tokens = sum(m["token_count"] for m in pre_all)
-        current.post_tokens = sum(m["token_count"] for m in post_all)
+        current.pre_tokens, current.post_tokens = pre_tokens, post_tokens
         current.pre_messages, current.post_messages = len(pre_all), len(post_all)
         current.pre_bytes, current.post_bytes = pre_bytes, post_bytes
         current.stages_run = ["summarization"]
@@ -389,6 +400,18 @@ def compaction_revert(*, run: CompactionRun) -> CompactionRun:
     return run
 
 
+@transaction.atomic
+def _sweep_fail(run: CompactionRun, now: datetime) -> int:
+    """Fail a run whose worker died on its last attempt, visibly (ledger and event)."""
+    reason = "worker lost (no result before the deadline) on the last attempt"
+    if not CompactionRun.objects.filter(pk=run.pk, status=Status.RUNNING).update(
+        status=Status.FAILED, error=reason, finished_at=now
+    ):
+        return 0
+    _event(run.session, MemoryEvent.Kind.COMPACTION_FAILED, run, status="failed", error=reason)
+    return 1
+
+
 def compaction_sweep() -> dict[str, int]:
     """Re-send runs whose message was lost and re-queue runs whose worker died.
 
@@ -408,9 +431,9 @@ def compaction_sweep() -> dict[str, int]:
     stuck = CompactionRun.objects.filter(
         status=Status.RUNNING, started_at__lt=now - timedelta(seconds=settings.COMPACTION_RUNNING_DEADLINE)
     )
-    failed = stuck.filter(attempts__gte=settings.COMPACTION_MAX_ATTEMPTS).update(
-        status=Status.FAILED, error="worker lost (no result before the deadline) on the last attempt", finished_at=now
-    )
+    failed = 0
+    for run in stuck.filter(attempts__gte=settings.COMPACTION_MAX_ATTEMPTS).select_related("session"):
+        failed += _sweep_fail(run, now)
     requeued = list(stuck.filter(~Q(attempts__gte=settings.COMPACTION_MAX_ATTEMPTS)).values_list("pk", flat=True))
     for run_id in requeued:
         if CompactionRun.objects.filter(pk=run_id, status=Status.RUNNING).update(status=Status.PENDING, queued_at=now):
@@ -419,3 +442,15 @@ def compaction_sweep() -> dict[str, int]:
     # died in between, the session is still over its threshold and gets its run here.
     queued = sum(1 for session in sessions_over_threshold() if compaction_request_if_due(session=session))
     return {"resent": len(stale_pending), "requeued": len(requeued), "failed": failed, "queued": queued}
+
+
+def compaction_retry(*, run: CompactionRun) -> tuple[CompactionRun, bool]:
+    """Queue a new run for a failed run's session, with the same trigger; returns (run, created).
+
+    The failed run stays in the ledger as it is. Like compaction_request, a run already
+    pending or running for the session is returned instead of queueing a second one.
+    """
+    current = CompactionRun.objects.select_related("session").get(pk=run.pk)
+    if current.status != Status.FAILED:
+        raise Conflict(f"Only a failed compaction can be retried (this one is {current.status}).")
+    return compaction_request(session=current.session, trigger=current.trigger)

@@ -110,6 +110,11 @@ class Session(models.Model):
     def __str__(self) -> str:
         return self.external_id or str(self.id)
 
+    @property
+    def agent_name(self) -> str:
+        """The agent named in the session's metadata, for seed 003's events."""
+        return (self.metadata or {}).get("agent_name", "memsite")
+
 
 class VerbatimJSONField(models.JSONField):
     """JSON kept as written: PostgreSQL's `json`, not `jsonb`, which reorders object keys.

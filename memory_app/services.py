@@ -163,13 +163,21 @@ def session_reset(*, session: Session) -> int:
     """Delete every message but keep the session and its system prompt; record the reset."""
     deleted, _ = Message.objects.filter(session=session).delete()
     # Summaries stood in for messages that no longer exist: they leave the context too.
-    session.compaction_runs.filter(status=CompactionRun.Status.DONE).update(
+    reverted = session.compaction_runs.filter(status=CompactionRun.Status.DONE).update(
         status=CompactionRun.Status.REVERTED, reverted_at=timezone.now()
     )
     session.active_tokens = session.system_prompt_tokens
     session.save(update_fields=["active_tokens"])
     MemoryEvent.objects.create(
-        team_id=session.team_id, session=session, kind=MemoryEvent.Kind.RESET, data={"deleted_messages": deleted}
+        team_id=session.team_id,
+        session=session,
+        kind=MemoryEvent.Kind.RESET,
+        data={
+            "session_id": str(session.pk),
+            "agent_name": session.agent_name,
+            "deleted_messages": deleted,
+            "reverted_compactions": reverted,
+        },
     )
     return deleted
 
@@ -220,16 +228,18 @@ def _reserve_seqs(*, session_id: uuid.UUID, team_id: int, count: int, added_toke
     return Reserved(last_seq=int(row[0]), active_tokens=int(row[1]), compaction_threshold=row[2])
 
 
-@functools.lru_cache(maxsize=32)
-def _numbered_insert_sql(count: int) -> str:
+@functools.lru_cache(maxsize=64)
+def _numbered_insert_sql(count: int, attnames: tuple[str, ...]) -> str:
     """PostgreSQL: take `count` seqs from the team's session counter and insert `count`
     message rows numbered with them, in ONE statement (a data-modifying CTE).
 
-    Parameters: count, updated_at, session id, team id, then every row's concrete fields
-    in model order, its `seq` replaced by its distance from the last seq taken.
+    Parameters: count, token total, updated_at, session id, team id, then every row's
+    values of the `attnames` fields (model order), its `seq` replaced by its distance from
+    the last seq taken. Columns left out are the ones NULL in every row (no column has a
+    database default), which keeps the statement short for PostgreSQL to parse.
     """
     quote = connection.ops.quote_name
-    fields = Message._meta.concrete_fields
+    fields = [field for field in Message._meta.concrete_fields if field.attname in attnames]
     names = [f"f{index}" for index in range(len(fields))]
     # Typed placeholders: VALUES in a FROM clause would otherwise read untyped values as text.
     values = "(" + ", ".join(f"%s::{field.cast_db_type(connection)}" for field in fields) + ")"
@@ -258,21 +268,28 @@ def _insert_numbered(*, session_id: uuid.UUID, team_id: int, rows: list[Message]
     """
     fields = Message._meta.concrete_fields
     added_tokens = sum(row.token_count for row in rows)
+    values = [
+        # What bulk_create's compiler does: pre_save (timestamps), then prep for the database.
+        [
+            len(rows) - 1 - offset
+            if field.attname == "seq"
+            else field.get_db_prep_save(field.pre_save(row, add=True), connection)
+            for field in fields
+        ]
+        for offset, row in enumerate(rows)
+    ]
+    kept = [index for index in range(len(fields)) if any(row[index] is not None for row in values)]
     params: list[Any] = [
         len(rows),
         added_tokens,
         timezone.now(),
         Session._meta.pk.get_db_prep_value(session_id, connection),
         team_id,
+        *(row[index] for row in values for index in kept),
     ]
-    for offset, row in enumerate(rows):
-        for field in fields:  # what bulk_create's compiler does: pre_save (timestamps), then prep
-            if field.attname == "seq":
-                params.append(len(rows) - 1 - offset)
-            else:
-                params.append(field.get_db_prep_save(field.pre_save(row, add=True), connection))
+    sql = _numbered_insert_sql(len(rows), tuple(fields[index].attname for index in kept))
     with connection.cursor() as cursor:
-        cursor.execute(_numbered_insert_sql(len(rows)), params)
+        cursor.execute(sql, params)
         results = cursor.fetchall()
     if not results:
         raise NotFound("Session not found.")

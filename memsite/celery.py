@@ -6,12 +6,22 @@ import os
 from pathlib import Path
 
 from celery import Celery
+from celery.signals import task_prerun
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memsite.settings")
 
 app = Celery("memsite")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@task_prerun.connect
+def _drop_stale_connections(**_: object) -> None:
+    """What Django does before each request: connections are reused across tasks
+    (CELERY_DB_REUSE_MAX), so close one that errored or outlived CONN_MAX_AGE first."""
+    from django.db import close_old_connections
+
+    close_old_connections()
 
 
 def prepare_broker() -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import json
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import empty
 
 from memory_app.images import ImageRejected, validate_image_ref
 from memory_app.models import CompactionRun, MemoryEvent, MemoryType, Message, Session
@@ -104,7 +107,45 @@ class AgentCallSerializer(serializers.Serializer):
     request = serializers.JSONField()
 
 
-class MessageInputSerializer(serializers.Serializer):
+class SparseValidationMixin:
+    """Validate with copies of only the fields a body sets, plus required or defaulted ones.
+
+    DRF deep-copies every declared field (nested serializers included) for each serializer
+    instance before validating; for a message that is 14 fields, most of an append's
+    validation time, although a field the body leaves out, not required and without a
+    default, only ever raises SkipField. Same values, same errors, same order: the fields
+    are the declared ones, copied the way DRF copies them, in declaration order. Anything
+    that reads `.fields` (schema generation, `.data`) still gets all of them.
+    """
+
+    _declared_fields: dict[str, serializers.Field]
+
+    def to_internal_value(self, data: Any) -> Any:
+        self._body_keys = set(data) if isinstance(data, Mapping) else None
+        return super().to_internal_value(data)  # type: ignore[misc]
+
+    @property
+    def _writable_fields(self) -> Iterator[serializers.Field]:
+        keys = getattr(self, "_body_keys", None)
+        if keys is None or "fields" in self.__dict__:  # not a mapping, or all fields built already
+            yield from super()._writable_fields  # type: ignore[misc]
+            return
+        copies: dict[str, serializers.Field] = self.__dict__.setdefault("_sparse_fields", {})
+        for name, declared in self._declared_fields.items():
+            if declared.read_only or not (name in keys or declared.required or declared.default is not empty):
+                continue
+            if name not in copies:
+                copies[name] = copy.deepcopy(declared)
+                copies[name].bind(field_name=name, parent=self)  # type: ignore[arg-type]
+            yield copies[name]
+
+    def _read_only_defaults(self) -> dict[str, Any]:
+        if not any(field.read_only for field in self._declared_fields.values()):
+            return {}
+        return super()._read_only_defaults()  # type: ignore[misc]
+
+
+class MessageInputSerializer(SparseValidationMixin, serializers.Serializer):
     """One message in OpenAI chat format plus the seeds' multi-agent fields."""
 
     message_id = serializers.UUIDField(required=False, help_text="Client-chosen id; makes retries idempotent.")
@@ -191,6 +232,12 @@ class AppendedSerializer(serializers.Serializer):
     message_id = serializers.UUIDField(source="id")
     seq = serializers.IntegerField()
     token_count = serializers.IntegerField()
+
+    def to_representation(self, instance: Message) -> dict[str, Any]:
+        # Every append answers with this. The fields above document it (OpenAPI); writing
+        # the three values directly gives the same JSON without copying and running those
+        # fields per response, which cost as much as validating the message.
+        return {"message_id": str(instance.id), "seq": int(instance.seq), "token_count": int(instance.token_count)}
 
 
 class SessionInputSerializer(serializers.Serializer):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.pagination import LimitOffsetPagination
@@ -183,7 +182,7 @@ class ContextView(TeamScopedView):
         query = _query(s.ContextQuerySerializer, request)
         context = selectors.context_build(
             session=self.get_session(),
-            last=query.get("last", settings.DEFAULT_CONTEXT_WINDOW),
+            last=query.get("last"),
             max_tokens=query.get("max_tokens"),
         )
         return Response({"messages": context.messages, "token_count": context.token_count})

@@ -26,6 +26,7 @@ _IDENTIFIER = re.compile(
 _ERROR = re.compile(r"error|exception|traceback|failed|failure|denied|not found", re.I)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 MAX_LINE_CHARS = 300
+MIN_SUMMARY_TOKENS = 48
 
 
 def _text(content: Any) -> str:
@@ -84,8 +85,8 @@ def summarize_transcript(transcript: list[dict[str, Any]], *, max_tokens: int) -
 
     identifier_list = list(identifiers)[:60]
     sections = {
+        # The latest request travels beside the summary as `user_request_summary`.
         "Goal": [_clip(user_texts[0])] if user_texts else [],
-        "Latest user request": [_clip(user_texts[-1])] if len(user_texts) > 1 else [],
         "What happened": events[-30:],
         "Identifiers": identifier_list,
         "Errors and fixes": errors[-10:],
@@ -94,8 +95,8 @@ def summarize_transcript(transcript: list[dict[str, Any]], *, max_tokens: int) -
     return _fit(sections, max_tokens)
 
 
-# When over budget, items go from these sections first, oldest first; the goal and the
-# latest request are never dropped.
+# When over budget, items go from these sections first, oldest first; the goal is never
+# dropped.
 _DROP_ORDER = ("What happened", "Identifiers", "Errors and fixes", "Open tool results")
 
 
@@ -137,9 +138,13 @@ class ExtractiveBackend:
             previous = request.metadata.get("previous_summary")
             if previous:
                 transcript = [{"role": "assistant", "content": previous}, *transcript]
-            text = summarize_transcript(transcript, max_tokens=request.max_tokens or 6000)
+            # An extract as long as its source saves nothing: it gets a third of the source's
+            # tokens (the compaction refuses a summary that does not shrink the context).
+            source_tokens = sum(tokens.count_text(_text(m.get("content"))) for m in transcript)
+            budget = min(request.max_tokens or 6000, max(source_tokens // 3, MIN_SUMMARY_TOKENS))
+            text = summarize_transcript(transcript, max_tokens=budget)
             answer = {
-                "user_request_summary": _clip(_text(_last_user(transcript)), 600),
+                "user_request_summary": _clip(_text(_last_user(transcript))),
                 "summary": text,
                 "salient_facts": [],
                 "open_threads": [],

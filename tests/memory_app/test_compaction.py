@@ -355,6 +355,40 @@ def test_the_sweeper_resends_lost_pending_runs_and_requeues_dead_workers(api, se
     assert compaction.compaction_sweep()["failed"] == 1
     run.refresh_from_db()
     assert run.status == "failed" and "worker lost" in run.error
+    failed = MemoryEvent.objects.filter(session_id=session_id, kind="compaction_failed").get()
+    assert failed.data["run_id"] == str(run.pk) and "worker lost" in failed.data["error"]
+
+
+def test_the_started_event_counts_the_messages_it_will_compact(api, llm_server, sent_tasks):
+    session_id = new_session(api)
+    append(api, session_id, *turns(6))
+    compaction.compaction_execute(run_id=str(queued_run(session_id).pk))
+    started = MemoryEvent.objects.get(session_id=session_id, kind="compaction_started").data
+    assert started["pre_messages"] == 13  # the system prompt and 12 messages
+
+
+def test_a_summary_longer_than_what_it_replaces_fails_and_changes_nothing(api, llm_server, sent_tasks):
+    session_id = new_session(api)
+    append(api, session_id, *turns(6, words=5))
+    before = context(api, session_id)
+    assert api.post(f"/api/v1/sessions/{session_id}/compact/").status_code == 202
+    llm_server.script(summary_reply(dict(SUMMARY, summary="padding " * 2000)))
+    run = queued_run(session_id)
+    assert compaction.compaction_execute(run_id=str(run.pk)) == "failed"
+    run.refresh_from_db()
+    assert run.status == "failed" and "did not reduce" in run.error
+    assert context(api, session_id) == before
+
+
+def test_reset_reverts_summaries_and_says_so_in_its_event(api, llm_server, sent_tasks):
+    session_id = new_session(api)
+    append(api, session_id, *turns(6))
+    compaction.compaction_execute(run_id=str(queued_run(session_id).pk))
+    assert api.post(f"/api/v1/sessions/{session_id}/reset/").status_code == 200
+    reset = MemoryEvent.objects.get(session_id=session_id, kind="reset").data
+    assert reset["deleted_messages"] == 12 and reset["reverted_compactions"] == 1
+    assert reset["session_id"] == session_id
+    assert [m["role"] for m in context(api, session_id)["messages"]] == ["system"]
 
 
 # --- payload-too-large recovery -----------------------------------------------------------

@@ -94,7 +94,12 @@ def test_a_budget_cut_never_separates_tool_calls_from_their_results(api, session
     )
     full = context(api, session_id)["messages"]
     for budget in range(1, 200):
-        body = api.get(f"/api/v1/sessions/{session_id}/context/", {"max_tokens": budget}).json()
+        response = api.get(f"/api/v1/sessions/{session_id}/context/", {"max_tokens": budget})
+        if response.status_code == 400:  # below what the system prompt and "go" need
+            assert list(response.json()["fields"]) == ["max_tokens"]
+            continue
+        body = response.json()
+        assert body["token_count"] <= budget
         window = body["messages"]
         open_calls = {c["id"] for m in window for c in m.get("tool_calls", [])}
         for message in window:
@@ -129,3 +134,24 @@ def test_context_reads_a_bounded_number_of_rows(api, session_id, django_assert_m
     append(api, session_id, *({"role": "user", "content": f"m{i}"} for i in range(50)))
     with django_assert_max_num_queries(3):  # key lookup, session, window
         api.get(f"/api/v1/sessions/{session_id}/context/", {"last": 5})
+
+
+def test_a_budget_below_the_fixed_part_is_refused_naming_what_would_do(api, session_id):
+    append(api, session_id, {"role": "user", "content": "go " * 50}, {"role": "assistant", "content": "ok"})
+    response = api.get(f"/api/v1/sessions/{session_id}/context/", {"max_tokens": 10})
+    assert response.status_code == 400
+    message = response.json()["fields"]["max_tokens"][0]
+    needed = int(message.split(" tokens")[0].rsplit(" ", 1)[1])
+    # The smallest budget that works: the system prompt and the latest user message, borrowed.
+    smallest = context(api, session_id, max_tokens=needed)
+    assert [m["role"] for m in smallest["messages"]] == ["system", "user"]
+    assert smallest["token_count"] == needed
+    assert api.get(f"/api/v1/sessions/{session_id}/context/", {"max_tokens": needed - 1}).status_code == 400
+
+
+def test_a_managed_session_serves_its_whole_active_context_without_last(api):
+    created = api.post("/api/v1/sessions/", {"memory_type": "managed_conversation"}, format="json").json()
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"} for i in range(60)]
+    append(api, created["id"], *turns)
+    messages = context(api, created["id"])["messages"]
+    assert [m["content"] for m in messages] == [f"m{i}" for i in range(60)]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from memory_app.llm import ChatRequest, LLMPayloadTooLarge, LLMPermanentError, LLMTransientError, get_backend
-from memory_app.llm.extractive import summarize_transcript
+from memory_app.llm.extractive import ExtractiveBackend, summarize_transcript
 from memory_app.llm.openai_backend import OpenAIBackend
+from memory_app.tokens import count_text
 from tests.llm_server import Fail, Garbage, Reply
 
 REQUEST = ChatRequest(messages=[{"role": "user", "content": "summarize"}], purpose="summarize", max_tokens=100)
@@ -87,7 +90,16 @@ def test_the_extractive_summary_keeps_requests_identifiers_errors_and_open_resul
 def test_the_extractive_summary_fits_its_budget():
     transcript = [{"role": "user", "content": f"step {i}: do thing_{i} in src/mod_{i}.py now."} for i in range(300)]
     summary = summarize_transcript(transcript, max_tokens=200)
-    from memory_app.tokens import count_text
-
     assert count_text(summary) <= 200
-    assert "step 299" in summary
+    assert "step 0" in summary  # the goal is never dropped
+
+
+def test_the_extractive_backend_answers_a_third_of_its_source_and_the_latest_request():
+    transcript = [{"role": "user", "content": f"step {i}: do thing_{i} in src/mod_{i}.py now."} for i in range(300)]
+    request = ChatRequest(
+        messages=[], purpose="summarize", max_tokens=6000, metadata={"transcript": transcript, "image_ids": []}
+    )
+    answer = json.loads(ExtractiveBackend().complete(request).text)
+    source = sum(count_text(m["content"]) for m in transcript)
+    assert count_text(answer["summary"]) <= source // 3
+    assert answer["user_request_summary"].startswith("step 299")
