@@ -12,8 +12,18 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from memory_app import compaction, services
-from memory_app.models import ApiKey, CompactionRun, MemoryEvent, Message, Session, Team, TeamMembership
+from memory_app import compaction, fact_extraction, facts, services
+from memory_app.models import (
+    ApiKey,
+    CompactionRun,
+    Fact,
+    FactExtractionRun,
+    MemoryEvent,
+    Message,
+    Session,
+    Team,
+    TeamMembership,
+)
 from memsite.errors import Conflict
 
 
@@ -266,3 +276,74 @@ class CompactionRunAdmin(ReadOnlyAdmin):
             "(not failed, or the session already has a pending or running run).",
             messages.SUCCESS if queued else messages.WARNING,
         )
+
+
+@admin.register(Fact)
+class FactAdmin(ReadOnlyAdmin):
+    """Facts, read-only; invalidating and restoring go through the facts services (never a delete)."""
+
+    list_display = ["subject", "predicate", "object", "team", "session", "role", "times_seen", "live", "created_at"]
+    list_filter = ["extractor", "team", ("invalidated_at", admin.EmptyFieldListFilter)]
+    search_fields = ["=id", "subject_norm", "object_norm", "=session__id"]
+    list_select_related = ["team", "session"]
+    date_hierarchy = "created_at"
+    show_full_result_count = False
+    actions = ["invalidate_selected", "restore_selected"]
+    exclude = ["subject_key", "object_key", "fact_key"]
+
+    @admin.display(description="live", boolean=True)
+    def live(self, fact: Fact) -> bool:
+        return fact.invalidated_at is None
+
+    @admin.action(description="Invalidate selected facts")
+    def invalidate_selected(self, request: HttpRequest, queryset: QuerySet[Fact]) -> None:
+        done = [facts.fact_invalidate(fact=fact) for fact in queryset.filter(invalidated_at__isnull=True)]
+        self.message_user(request, f"Invalidated {len(done)} fact(s).", messages.SUCCESS)
+
+    @admin.action(description="Restore selected invalidated facts")
+    def restore_selected(self, request: HttpRequest, queryset: QuerySet[Fact]) -> None:
+        restored = skipped = 0
+        for fact in queryset.filter(invalidated_at__isnull=False):
+            try:
+                facts.fact_update(fact=fact, data={"invalidated": False})
+                restored += 1
+            except Conflict:
+                skipped += 1
+        self.message_user(request, f"Restored {restored} fact(s); skipped {skipped} (an identical fact is live).")
+
+
+@admin.register(FactExtractionRun)
+class FactExtractionRunAdmin(ReadOnlyAdmin):
+    """Fact-extraction jobs, read-only; quarantined or failed ones can be retried or discarded."""
+
+    list_display = ["__str__", "team", "status", "trigger", "range", "facts_added", "attempts", "created_at"]
+    list_filter = ["status", "trigger", "team"]
+    search_fields = ["=id", "=session__id", "session__external_id"]
+    list_select_related = ["team", "session"]
+    date_hierarchy = "created_at"
+    show_full_result_count = False
+    actions = ["retry_selected", "discard_selected"]
+
+    @admin.display(description="input")
+    def range(self, run: FactExtractionRun) -> str:
+        if run.trigger == FactExtractionRun.Trigger.TEXT:
+            return "text"
+        return f"#{run.from_seq}\N{EN DASH}#{run.to_seq}" if run.to_seq is not None else "-"
+
+    def _each(self, request: HttpRequest, queryset: QuerySet[FactExtractionRun], action: Any, verb: str) -> None:
+        done = skipped = 0
+        for run in queryset:
+            try:
+                action(run=run)
+                done += 1
+            except Conflict:
+                skipped += 1
+        self.message_user(request, f"{verb} {done} run(s); skipped {skipped} (not quarantined or failed).")
+
+    @admin.action(description="Retry selected quarantined or failed runs")
+    def retry_selected(self, request: HttpRequest, queryset: QuerySet[FactExtractionRun]) -> None:
+        self._each(request, queryset, fact_extraction.fact_extraction_retry, "Queued")
+
+    @admin.action(description="Discard selected quarantined or failed runs")
+    def discard_selected(self, request: HttpRequest, queryset: QuerySet[FactExtractionRun]) -> None:
+        self._each(request, queryset, fact_extraction.fact_extraction_discard, "Discarded")

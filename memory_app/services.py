@@ -12,7 +12,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from memory_app import compaction, counting
+from memory_app import compaction, counting, fact_extraction
 from memory_app.auth import generate_key, key_digest, key_prefix
 from memory_app.memory_config import parse_config
 from memory_app.models import ApiKey, CompactionRun, MemoryEvent, MemoryType, Message, Session, Team
@@ -196,6 +196,7 @@ class Reserved:
     last_seq: int
     active_tokens: int
     compaction_threshold: int | None
+    memory_type: str = MemoryType.CONVERSATION_HISTORY
 
     @property
     def over_threshold(self) -> bool:
@@ -206,7 +207,8 @@ class Reserved:
 # parameters: count, token total, updated_at, session id, team id).
 _RESERVE_SQL = (
     f"UPDATE {Session._meta.db_table} SET last_seq = last_seq + %s, active_tokens = active_tokens + %s, "  # noqa: S608
-    "updated_at = %s WHERE id = %s AND team_id = %s RETURNING last_seq, active_tokens, compaction_threshold"
+    "updated_at = %s WHERE id = %s AND team_id = %s "
+    "RETURNING last_seq, active_tokens, compaction_threshold, memory_type"
 )
 
 
@@ -225,7 +227,7 @@ def _reserve_seqs(*, session_id: uuid.UUID, team_id: int, count: int, added_toke
         row = cursor.fetchone()
     if row is None:
         raise NotFound("Session not found.")
-    return Reserved(last_seq=int(row[0]), active_tokens=int(row[1]), compaction_threshold=row[2])
+    return Reserved(last_seq=int(row[0]), active_tokens=int(row[1]), compaction_threshold=row[2], memory_type=row[3])
 
 
 @functools.lru_cache(maxsize=64)
@@ -254,7 +256,7 @@ def _numbered_insert_sql(count: int, attnames: tuple[str, ...]) -> str:
         f"i AS (INSERT INTO {quote(Message._meta.db_table)} ({columns}) "
         f"SELECT {selected} FROM s, (VALUES {', '.join([values] * count)}) AS v ({', '.join(names)}) "
         "RETURNING seq) "
-        "SELECT i.seq, s.active_tokens, s.compaction_threshold FROM i, s"
+        "SELECT i.seq, s.active_tokens, s.compaction_threshold, s.memory_type FROM i, s"
     )
 
 
@@ -293,12 +295,14 @@ def _insert_numbered(*, session_id: uuid.UUID, team_id: int, rows: list[Message]
         results = cursor.fetchall()
     if not results:
         raise NotFound("Session not found.")
-    _number(rows, last=max(seq for seq, _, _ in results))
+    _number(rows, last=max(row[0] for row in results))
     for row in rows:
         row._state.adding = False
         row._state.db = connection.alias
-    _, active, threshold = results[0]
-    return Reserved(last_seq=rows[-1].seq, active_tokens=int(active), compaction_threshold=threshold)
+    _, active, threshold, memory_type = results[0]
+    return Reserved(
+        last_seq=rows[-1].seq, active_tokens=int(active), compaction_threshold=threshold, memory_type=memory_type
+    )
 
 
 def _number(rows: list[Message], *, last: int) -> None:
@@ -408,6 +412,8 @@ def _append(
                 reserved = _insert_numbered(session_id=session_id, team_id=team_id, rows=rows)
                 if reserved.over_threshold:
                     _queue_compaction(session_id)
+                if reserved.memory_type == MemoryType.KG:
+                    fact_extraction.fact_extraction_request_if_due(session_id=session_id, team_id=team_id)
         else:
             with transaction.atomic():
                 reserved = _reserve_seqs(
@@ -418,6 +424,8 @@ def _append(
                 Message.objects.bulk_create(rows)
                 if reserved.over_threshold:
                     _queue_compaction(session_id)
+                if reserved.memory_type == MemoryType.KG:
+                    fact_extraction.fact_extraction_request_if_due(session_id=session_id, team_id=team_id)
     except IntegrityError:
         replay = _replayed(session_id=session_id, ids=client_ids, expected=len(messages)) if client_ids else None
         if replay is None:

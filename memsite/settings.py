@@ -194,8 +194,11 @@ CELERY_TASK_TIME_LIMIT = env_int("MEMSITE_TASK_TIME_LIMIT", 600, minimum=10)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 5
 if not CELERY_BROKER_URL.startswith("filesystem://"):
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 2}
+FACTS_QUEUE = "facts"
+CELERY_TASK_ROUTES = {"memory_app.tasks.extract_facts": {"queue": FACTS_QUEUE}}
 CELERY_BEAT_SCHEDULE = {
     "sweep-compactions": {"task": "memory_app.tasks.sweep_compactions", "schedule": 30.0},
+    "sweep-fact-extractions": {"task": "memory_app.tasks.sweep_fact_extractions", "schedule": 30.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 COMPACTION_MAX_ATTEMPTS = env_int("MEMSITE_COMPACTION_MAX_ATTEMPTS", 4, minimum=1)
@@ -206,6 +209,23 @@ COMPACTION_RUNNING_DEADLINE = env_int("MEMSITE_COMPACTION_RUNNING_DEADLINE", 900
 # After a failed or skipped compaction, wait this long before the next automatic one.
 COMPACTION_MIN_INTERVAL = env_int("MEMSITE_COMPACTION_MIN_INTERVAL", 60, minimum=0)
 BROKER_HEALTH_TIMEOUT = env_float("MEMSITE_BROKER_HEALTH_TIMEOUT", 2.0)
+
+# --- Facts (knowledge graph): extraction jobs on the "facts" queue ---------------------------
+# A new value for one of these predicates replaces the live one (normalised when compared).
+FACTS_SINGLE_VALUED_PREDICATES = env_list(
+    "MEMSITE_SINGLE_VALUED_PREDICATES",
+    ["name", "is named", "age", "lives in", "works at", "works for", "born in", "was born in", "is born in"],
+)
+# Appends to a "kg" session wait this long before their run takes its range (debounce).
+FACTS_DEBOUNCE_SECONDS = env_float("MEMSITE_FACTS_DEBOUNCE_SECONDS", 5.0)
+FACTS_MAX_ATTEMPTS = env_int("MEMSITE_FACTS_MAX_ATTEMPTS", 4, minimum=1)
+FACTS_RETRY_BACKOFF = env_float("MEMSITE_FACTS_RETRY_BACKOFF", 5.0)
+FACTS_RESEND_AFTER = env_int("MEMSITE_FACTS_RESEND_AFTER", 120, minimum=1)
+FACTS_RUNNING_DEADLINE = env_int("MEMSITE_FACTS_RUNNING_DEADLINE", 900, minimum=1)
+# One run reads at most this many messages / characters; a follow-up run takes the rest.
+FACTS_MAX_MESSAGES_PER_RUN = env_int("MEMSITE_FACTS_MAX_MESSAGES_PER_RUN", 50, minimum=1)
+FACTS_MAX_INPUT_CHARS = env_int("MEMSITE_FACTS_MAX_INPUT_CHARS", 40_000, minimum=100)
+FACTS_OUTPUT_MAX_TOKENS = env_int("MEMSITE_FACTS_OUTPUT_MAX_TOKENS", 2000, minimum=64)
 
 # --- LLM: an OpenAI-compatible server when LLM_BASE_URL is set, else the offline backend ---
 LLM_BACKEND = env_str("LLM_BACKEND")  # dotted path; empty = choose from LLM_BASE_URL

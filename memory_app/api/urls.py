@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memory_app.api import views
+from memory_app.api import fact_views, views
 
 urlpatterns = [
     path("sessions/", views.SessionListCreateView.as_view(), name="session-list"),
@@ -23,4 +23,31 @@ urlpatterns = [
         name="compaction-revert",
     ),
     path("events/", views.EventListView.as_view(), name="event-list"),
+    path(
+        "sessions/<uuid:session_id>/extract-facts/", fact_views.ExtractFactsView.as_view(), name="session-extract-facts"
+    ),
+    path("facts/", fact_views.FactListCreateView.as_view(), name="fact-list"),
+    path("facts/graph/", fact_views.FactGraphView.as_view(), name="fact-graph"),
+    path("facts/<uuid:fact_id>/", fact_views.FactDetailView.as_view(), name="fact-detail"),
+    path("fact-extractions/", fact_views.FactExtractionListView.as_view(), name="fact-extraction-list"),
+    path(
+        "fact-extractions/<uuid:extraction_id>/",
+        fact_views.FactExtractionDetailView.as_view(),
+        name="fact-extraction-detail",
+    ),
+    path(
+        "fact-extractions/<uuid:extraction_id>/retry/",
+        fact_views.FactExtractionRetryView.as_view(),
+        name="fact-extraction-retry",
+    ),
+    path(
+        "fact-extractions/<uuid:extraction_id>/accept/",
+        fact_views.FactExtractionAcceptView.as_view(),
+        name="fact-extraction-accept",
+    ),
+    path(
+        "fact-extractions/<uuid:extraction_id>/discard/",
+        fact_views.FactExtractionDiscardView.as_view(),
+        name="fact-extraction-discard",
+    ),
 ]

@@ -1,18 +1,21 @@
 """The offline backend: no model, deterministic extraction from the structured input.
 
 Callers pass what they are asking about in `ChatRequest.metadata` (for a summary, the
-`transcript` of messages) alongside the prompt an LLM would get; this backend ignores the
-prompt and extracts: the latest user request, key sentences, identifiers kept verbatim,
-errors, and the results of the most recent tool calls.
+`transcript` of messages; for facts, the `lines` of the conversation) alongside the prompt an
+LLM would get; this backend ignores the prompt. A summary extracts the latest user request,
+key sentences, identifiers kept verbatim, errors, and the results of the most recent tool
+calls; facts come from a few sentence patterns ("X lives in Y", "my name is X", ...).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from memory_app import tokens
+from memory_app.fact_output import MAX_TRIPLES, normalize_term
 from memory_app.llm.base import ChatRequest, LLMPermanentError, LLMResult
 
 _IDENTIFIER = re.compile(
@@ -127,6 +130,126 @@ def _last_user(transcript: list[dict[str, Any]]) -> Any:
     return users[-1] if users else ""
 
 
+# --- Facts: a few sentence patterns, first match wins -----------------------------------------
+
+
+@dataclass(frozen=True)
+class _Rule:
+    pattern: re.Pattern[str]
+    predicate: str  # "{p}" takes the predicate from the sentence
+    replaces: bool = False  # a single-valued relation: the new value replaces the old
+
+
+_LEAD = r"^(?:.*?,\s*)?"  # "Hi, my name is Ann": a greeting before a comma is no subject
+_APOS = "['\\u2019]"  # straight or typographic apostrophe (re reads the escape)
+_FIRST_PERSON = [
+    _Rule(re.compile(_LEAD + rf"my name(?: is|{_APOS}s) (?P<o>.+)$", re.I), "name", True),
+    _Rule(re.compile(_LEAD + r"i live in (?P<o>.+)$", re.I), "lives in", True),
+    _Rule(re.compile(_LEAD + r"i work (?P<p>at|for) (?P<o>.+)$", re.I), "works {p}", True),
+    _Rule(re.compile(_LEAD + r"i was born in (?P<o>.+)$", re.I), "was born in", True),
+    _Rule(re.compile(_LEAD + r"i (?:really )?like (?P<o>.+)$", re.I), "likes"),
+    _Rule(re.compile(_LEAD + rf"(?:i am|i{_APOS}m) an? (?P<o>.+)$", re.I), "is a"),
+    _Rule(re.compile(_LEAD + r"my (?P<p>[\w -]{1,40}?) is (?P<o>.+)$", re.I), "{p}"),
+]
+_THIRD_PERSON = [
+    _Rule(re.compile(rf"^(?P<s>.+?){_APOS}s (?P<p>[\w -]{{1,40}}?) is (?P<o>.+)$", re.I), "{p}"),
+    _Rule(re.compile(r"^(?P<s>.+?) lives in (?P<o>.+)$", re.I), "lives in", True),
+    _Rule(re.compile(r"^(?P<s>.+?) works (?P<p>at|for) (?P<o>.+)$", re.I), "works {p}", True),
+    _Rule(re.compile(r"^(?P<s>.+?) (?:was|is) born in (?P<o>.+)$", re.I), "was born in", True),
+    _Rule(re.compile(r"^(?P<s>.+?) likes (?P<o>.+)$", re.I), "likes"),
+    _Rule(re.compile(r"^(?P<s>.+?) is an? (?P<o>.+)$", re.I), "is a"),
+    _Rule(re.compile(r"^(?P<s>.+?) is (?P<o>.+)$", re.I), "is"),
+]
+_VERBS = r"(?:is|was|lives?|works?|likes?)"
+# "Ann lives in Oslo and works at Acme": a new clause when a verb follows within a few words.
+_AND_CLAUSE = re.compile(rf",?\s+and\s+(?=(?:[\w'\u2019-]+\s+){{0,4}}?{_VERBS}\b)", re.I)
+_STARTS_WITH_VERB = re.compile(rf"^{_VERBS}\b", re.I)
+# Words that make "X is Y" a pronoun, a question, a condition or a negation rather than a fact.
+_NOT_A_SUBJECT = frozenset(
+    "i it this that there here what which who whom where when why how he she they we you these those if "
+    "but so and or because my your our his her their its everything nothing something anything all no not "
+    "never none".split()
+)
+_BAD_SUBJECT_CHARS = re.compile(r"[=(){}<>\[\]\"`,]")
+MAX_FACT_SUBJECT_WORDS = 5
+MAX_FACT_OBJECT_CHARS = 200  # a longer "object" is a sentence, not a value
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.split(text) if s.strip()]
+
+
+def _clauses(sentence: str) -> list[str]:
+    return [c.strip() for c in _AND_CLAUSE.split(sentence) if c.strip()]
+
+
+def _good_subject(subject: str) -> bool:
+    words = subject.split()
+    return (
+        0 < len(words) <= MAX_FACT_SUBJECT_WORDS
+        and not _NOT_A_SUBJECT & {w.casefold() for w in words}
+        and not _BAD_SUBJECT_CHARS.search(subject)
+    )
+
+
+def _good_object(obj: str) -> bool:
+    first = obj.split(maxsplit=1)[0].casefold() if obj else ""
+    return 0 < len(obj) <= MAX_FACT_OBJECT_CHARS and first not in {"not", "never", "no"}
+
+
+def _match_clause(clause: str, speaker: str) -> tuple[dict[str, Any], str] | None:
+    """The fact a clause states and its subject as written (for a following "and ..."), or None."""
+    for rules, first_person in ((_FIRST_PERSON, True), (_THIRD_PERSON, False)):
+        for rule in rules:
+            match = rule.pattern.match(clause)
+            if match is None:
+                continue
+            subject = "I" if first_person else match.group("s").strip()
+            obj = match.group("o").strip().rstrip(".!;:,").strip()
+            if not (first_person or _good_subject(subject)) or not _good_object(obj):
+                return None  # the clause is not a fact; a weaker rule would only find a worse one
+            groups = {k: v.strip().lower() for k, v in match.groupdict().items() if k == "p" and v}
+            fact = {
+                "subject": speaker if first_person else subject,
+                "predicate": rule.predicate.format(**groups),
+                "object": obj,
+                "confidence": None,  # patterns have no calibrated confidence
+                "replaces": rule.replaces,
+            }
+            return fact, subject
+    return None
+
+
+def _facts_in_text(text: str, speaker: str) -> list[dict[str, Any]]:
+    facts: list[dict[str, Any]] = []
+    for sentence in _sentences(text):
+        if sentence.endswith("?"):
+            continue  # a question states nothing
+        previous_subject = ""
+        for clause in _clauses(sentence.rstrip(".!;")):
+            if previous_subject and _STARTS_WITH_VERB.match(clause):
+                clause = f"{previous_subject} {clause}"  # "... and works at Acme" shares the subject
+            found = _match_clause(clause, speaker)
+            previous_subject = found[1] if found else ""
+            if found:
+                facts.append(found[0])
+    return facts
+
+
+def extract_facts(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The facts the lines state, each once, in order; "I"/"my" is the speaking role."""
+    seen: set[tuple[str, str, str]] = set()
+    facts: list[dict[str, Any]] = []
+    for line in lines:
+        speaker = str(line.get("role") or "user")
+        for fact in _facts_in_text(_text(line.get("content")), speaker):
+            key = (normalize_term(fact["subject"]), normalize_term(fact["predicate"]), normalize_term(fact["object"]))
+            if key not in seen and len(facts) < MAX_TRIPLES:
+                seen.add(key)
+                facts.append(fact)
+    return facts
+
+
 class ExtractiveBackend:
     name = "extractive"
     model = "extractive-v1"
@@ -154,5 +277,8 @@ class ExtractiveBackend:
                     for i in request.metadata.get("image_ids", [])
                 ],
             }
+            return LLMResult(text=json.dumps(answer, ensure_ascii=False), backend=self.name, model=self.model)
+        if request.purpose == "extract_facts":
+            answer = {"facts": extract_facts(request.metadata.get("lines") or [])}
             return LLMResult(text=json.dumps(answer, ensure_ascii=False), backend=self.name, model=self.model)
         raise LLMPermanentError(f"the extractive backend cannot serve {request.purpose!r}")

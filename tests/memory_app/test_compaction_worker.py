@@ -60,7 +60,7 @@ class Worker:
                 "--concurrency",
                 "2",
                 "--queues",
-                f"celery,{settings.COMPACTION_QUEUE}",
+                f"celery,{settings.COMPACTION_QUEUE},{settings.FACTS_QUEUE}",
                 "--without-gossip",
                 "--without-mingle",
                 "--without-heartbeat",

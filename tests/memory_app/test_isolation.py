@@ -10,7 +10,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
-from memory_app.models import CompactionRun, Message, Session
+from memory_app.models import CompactionRun, Fact, FactExtractionRun, Message, Session
 
 pytestmark = pytest.mark.django_db
 
@@ -25,9 +25,22 @@ SCOPED_ROUTES: dict[str, tuple[str, ...]] = {
     "session-compact": ("post",),
     "compaction-list": ("get",),
     "compaction-revert": ("post",),
+    "session-extract-facts": ("post",),
+    "fact-detail": ("get", "patch", "delete"),
+    "fact-extraction-detail": ("get",),
+    "fact-extraction-retry": ("post",),
+    "fact-extraction-accept": ("post",),
+    "fact-extraction-discard": ("post",),
 }
 # routes without ids: checked for what they reveal or create across teams
-COLLECTION_ROUTES = {"session-list": ("get", "post"), "session-import": ("post",), "event-list": ("get",)}
+COLLECTION_ROUTES = {
+    "session-list": ("get", "post"),
+    "session-import": ("post",),
+    "event-list": ("get",),
+    "fact-list": ("get", "post"),
+    "fact-graph": ("get",),
+    "fact-extraction-list": ("get",),
+}
 
 
 def api_routes() -> dict[str, str]:
@@ -45,18 +58,21 @@ def api_routes() -> dict[str, str]:
     return found
 
 
-def fill(route: str, ids: tuple[str, str, str]) -> str:
-    session_id, message_id, run_id = ids
+def fill(route: str, ids: tuple[str, ...]) -> str:
+    session_id, message_id, run_id, fact_id, extraction_id = ids
     return "/" + (
         route.replace("<uuid:session_id>", session_id)
         .replace("<uuid:message_id>", message_id)
         .replace("<uuid:run_id>", run_id)
+        .replace("<uuid:fact_id>", fact_id)
+        .replace("<uuid:extraction_id>", extraction_id)
     )
 
 
 @pytest.fixture
 def victim(tenant):
-    """A session of team alpha with one message and a compaction; the attacker is team beta."""
+    """A session of team alpha with one message, a compaction, a fact and a quarantined
+    fact extraction; the attacker is team beta."""
     session_id = tenant.client.post("/api/v1/sessions/", {"system_prompt": "secret"}, format="json").json()["id"]
     message = tenant.client.post(
         f"/api/v1/sessions/{session_id}/messages/", {"role": "user", "content": "secret"}, format="json"
@@ -64,7 +80,15 @@ def victim(tenant):
     run = CompactionRun.objects.create(
         team=tenant.team, session_id=session_id, trigger="manual", status="done", covered_to_seq=1
     )
-    return session_id, message["message_id"], str(run.pk)
+    fact = tenant.client.post(
+        "/api/v1/facts/",
+        {"role": "user", "subject": "secret", "predicate": "is", "object": "secret", "session": session_id},
+        format="json",
+    ).json()
+    extraction = FactExtractionRun.objects.create(
+        team=tenant.team, session_id=session_id, trigger="manual", status="quarantined", raw_output="secret"
+    )
+    return session_id, message["message_id"], str(run.pk), fact["id"], str(extraction.pk)
 
 
 def test_every_api_route_is_covered():
@@ -83,6 +107,8 @@ def test_another_teams_ids_answer_404_and_change_nothing(victim, other_tenant, n
     assert session.system_prompt == "secret"
     assert list(Message.objects.filter(session=session).values_list("content", flat=True)) == ["secret"]
     assert list(CompactionRun.objects.filter(session=session).values_list("status", flat=True)) == ["done"]
+    assert list(Fact.objects.values_list("subject", "object", "invalidated_at")) == [("secret", "secret", None)]
+    assert list(FactExtractionRun.objects.values_list("status", flat=True)) == ["quarantined"]
 
 
 @pytest.mark.parametrize(
@@ -115,3 +141,13 @@ def test_creating_and_importing_land_in_the_callers_team(victim, other_tenant):
     for response in (created, imported):
         assert response.status_code == 201
         assert Session.objects.get(pk=response.json()["id"]).team == other_tenant.team
+
+
+def test_facts_and_extractions_of_another_team_are_never_listed(victim, other_tenant, tenant):
+    attacker = other_tenant.client
+    assert attacker.get("/api/v1/facts/", {"include_invalidated": "true"}).json()["count"] == 0
+    assert attacker.get("/api/v1/facts/", {"session": victim[0]}).status_code == 404
+    assert attacker.get("/api/v1/facts/graph/", {"entity": "secret"}).json()["edges"] == []
+    assert attacker.get("/api/v1/fact-extractions/").json()["count"] == 0
+    assert attacker.get("/api/v1/fact-extractions/", {"session": victim[0]}).status_code == 404
+    assert tenant.client.get("/api/v1/facts/").json()["count"] == 1

@@ -1,0 +1,108 @@
+"""Fact extraction with a real Celery worker process on the configured broker and database
+(the embedded filesystem broker and SQLite, or Redis and PostgreSQL), talking to the
+scripted LLM server over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from django.conf import settings
+
+from memory_app import fact_extraction, services
+from memory_app.models import Fact, FactExtractionRun, Session
+from memory_app.tasks import extract_facts
+from tests.conftest import make_tenant
+from tests.llm_server import Reply
+from tests.memory_app.test_compaction_worker import Worker, database_env, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+STATEMENT = re.compile(r"\b([A-Z]\w+) (works at|lives in) ([A-Z]\w+)")
+
+
+def extract_from_prompt(body: dict) -> str:
+    """A scripted extractor: the facts stated in the conversation the prompt carries."""
+    conversation = body["messages"][-1]["content"]
+    facts = [{"subject": s, "predicate": p, "object": o} for s, p, o in STATEMENT.findall(conversation)]
+    return json.dumps({"facts": facts})
+
+
+@pytest.fixture
+def start_worker(llm_server) -> Iterator[Callable[..., Worker]]:
+    llm_server.default = extract_from_prompt
+    env = {
+        **os.environ,
+        **database_env(),
+        "MEMSITE_VAR_DIR": str(settings.VAR_DIR),
+        "LLM_BASE_URL": llm_server.base_url,
+        "LLM_API_KEY": "sk-test-secret",
+        "LLM_MODEL": "scripted-model",
+        "LLM_TIMEOUT": "30",
+        "MEMSITE_FACTS_DEBOUNCE_SECONDS": "0.5",
+        "MEMSITE_FACTS_RETRY_BACKOFF": "0.5",
+    }
+    workers: list[Worker] = []
+
+    def start(pool: str = "solo") -> Worker:
+        workers.append(Worker(env, pool))
+        return workers[-1]
+
+    yield start
+    for worker in workers:
+        worker.stop()
+
+
+def kg_session() -> Session:
+    tenant = make_tenant(f"kg-{uuid.uuid4().hex[:6]}")
+    return services.session_create(team=tenant.team, memory_type="kg")
+
+
+def say(session: Session, *contents: str) -> None:
+    services.message_append(session=session, messages=[{"role": "user", "content": c} for c in contents])
+
+
+def done_runs(session: Session) -> int:
+    return FactExtractionRun.objects.filter(session=session, status="done").count()
+
+
+def test_a_worker_extracts_a_kg_sessions_facts_once_each(start_worker, llm_server, settings):
+    settings.FACTS_DEBOUNCE_SECONDS = 2.0  # the countdown the appends send with
+    start_worker()
+    session = kg_session()
+    say(session, "Ada works at Acme.", "Nice weather today.")
+    say(session, "Bob lives in Rome.")  # within the debounce: the same run covers it
+    wait_for(lambda: done_runs(session) == 1, timeout=60, what="the first extraction")
+    run = FactExtractionRun.objects.get(session=session)
+    assert (run.trigger, run.from_seq, run.to_seq, run.backend) == ("auto", 1, 3, "openai")
+
+    say(session, "Cleo lives in Oslo.")
+    wait_for(lambda: done_runs(session) == 2, timeout=60, what="the second extraction")
+    facts = sorted(Fact.objects.filter(session=session).values_list("subject", "predicate", "object", "times_seen"))
+    assert facts == [
+        ("Ada", "works at", "Acme", 1),
+        ("Bob", "lives in", "Rome", 1),
+        ("Cleo", "lives in", "Oslo", 1),
+    ]
+    latest = FactExtractionRun.objects.filter(session=session).order_by("-created_at").first()
+    assert (latest.from_seq, latest.to_seq, latest.facts_added) == (4, 4, 1)
+
+
+def test_a_run_delivered_twice_is_executed_once(start_worker, llm_server):
+    session = services.session_create(team=make_tenant("twice").team)
+    say(session, "Ada works at Acme.")
+    llm_server.script(
+        Reply(json.dumps({"facts": [{"subject": "Ada", "predicate": "works at", "object": "Acme"}]}), delay=1.0)
+    )
+    run = fact_extraction.fact_extraction_request(session=session)  # sent on commit (autocommit: now)
+    extract_facts.apply_async(args=[str(run.pk)], queue=settings.FACTS_QUEUE)  # a duplicate delivery
+    start_worker(pool="threads")
+    wait_for(lambda: done_runs(session) == 1, timeout=60, what="the extraction")
+    time.sleep(2)  # let the duplicate finish too
+    assert len(llm_server.requests) == 1
+    fact = Fact.objects.get(session=session)
+    assert fact.times_seen == 1 and FactExtractionRun.objects.get(pk=run.pk).facts_added == 1
