@@ -13,13 +13,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import BooleanField, Count, Exists, F, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum, Value
 from django.db.models import Field as ModelField
 from django.db.models.functions import Coalesce
 
 from memory_app import context as ctx
 from memory_app import counting, memory_config, tokens
-from memory_app.models import CompactionRun, MemoryEvent, MemoryType, Message, Session, Team
+from memory_app.models import CompactionRun, FactExtractionRun, MemoryEvent, MemoryType, Message, Session, Team
 from memory_client.openai_format import to_openai_message
 from memsite.errors import InvalidInput, NotFound
 
@@ -609,21 +609,34 @@ def compaction_ledger(*, session: Session, limit: int, messages_per_run: int) ->
 class JobSource:
     """A kind of durable background job the ops page watches.
 
-    Its model has team and session foreign keys, `status` with the values pending,
-    running, done and failed, `error`, `attempts`, `trigger`, `created_at` and
-    `finished_at` (CompactionRun's shape; FactExtractionRun is meant to share it).
+    Its model has team and (nullable) session foreign keys, `status` with the values
+    pending, running, done and failed, `error`, `attempts`, `trigger`, `created_at` and
+    `finished_at` (CompactionRun's shape, which FactExtractionRun shares).
     """
 
     kind: str  # url-safe key
     label: str
     queue: str  # the Celery queue its tasks are sent to
-    model: type[CompactionRun]
+    model: type[CompactionRun] | type[FactExtractionRun]
+    # Jobs whose output was unusable and wait for staff (fact extraction's "quarantined").
+    quarantines: bool = False
+    # Its retry service re-queues the failed job itself rather than queueing a new one,
+    # so a failed job is never "retried" while it is still listed as failed.
+    retries_in_place: bool = False
 
 
 def job_sources() -> list[JobSource]:
     """Every job kind, in the order the ops page shows them. A new kind adds one entry."""
     return [
         JobSource(kind="compaction", label="Context compaction", queue=settings.COMPACTION_QUEUE, model=CompactionRun),
+        JobSource(
+            kind="facts",
+            label="Fact extraction",
+            queue=settings.FACTS_QUEUE,
+            model=FactExtractionRun,
+            quarantines=True,
+            retries_in_place=True,
+        ),
     ]
 
 
@@ -641,6 +654,7 @@ class TeamJobCounts:
     pending: int = 0
     running: int = 0
     failed: int = 0
+    quarantined: int = 0
 
 
 @dataclass(frozen=True)
@@ -650,7 +664,8 @@ class QueueStats:
     failed: int
     failed_recently: int  # failed since the `since` given
     oldest_pending_at: datetime | None
-    by_team: list[TeamJobCounts]  # teams with any pending, running or failed job, busiest first
+    by_team: list[TeamJobCounts]  # teams with any pending, running, failed (or quarantined) job, busiest first
+    quarantined: int = 0
 
 
 _WATCHED_STATUSES = ("pending", "running", "failed")
@@ -662,13 +677,14 @@ def job_queue_stats(*, source: JobSource, since: datetime) -> QueueStats:
     The age of the oldest pending job runs from its creation: the sweeper moves
     `queued_at` forward each time it re-sends a job, which would hide a stuck queue.
     """
+    watched = (*_WATCHED_STATUSES, "quarantined") if source.quarantines else _WATCHED_STATUSES
     rows = (
-        source.model.objects.filter(status__in=_WATCHED_STATUSES)
+        source.model.objects.filter(status__in=watched)
         .order_by()
         .values("team_id", "team__name", "status")
         .annotate(n=Count("pk"), oldest=Min("created_at"), recent=Count("pk", filter=Q(finished_at__gte=since)))
     )
-    totals = dict.fromkeys(_WATCHED_STATUSES, 0)
+    totals = dict.fromkeys(watched, 0)
     teams: dict[int, dict[str, Any]] = {}
     oldest: datetime | None = None
     recent = 0
@@ -682,7 +698,7 @@ def job_queue_stats(*, source: JobSource, since: datetime) -> QueueStats:
             recent += row["recent"]
     by_team = sorted(
         (TeamJobCounts(**team) for team in teams.values()),
-        key=lambda t: (-(t.pending + t.running), -t.failed, t.team_name),
+        key=lambda t: (-(t.pending + t.running), -(t.failed + t.quarantined), t.team_name),
     )
     return QueueStats(
         pending=totals["pending"],
@@ -691,23 +707,28 @@ def job_queue_stats(*, source: JobSource, since: datetime) -> QueueStats:
         failed_recently=recent,
         oldest_pending_at=oldest,
         by_team=by_team,
+        quarantined=totals.get("quarantined", 0),
     )
 
 
-def job_failures(*, source: JobSource, limit: int) -> list[CompactionRun]:
+def job_failures(*, source: JobSource, limit: int) -> list[CompactionRun | FactExtractionRun]:
     """The latest failed jobs with their team and session; `retried` marks those whose
-    session has had a job queued since (a retry, or a later automatic run)."""
+    session has had a job queued since (a retry, or a later automatic run). A job retried
+    in place is pending again, so it is simply no longer listed."""
     model = source.model
-    later = model.objects.filter(session_id=OuterRef("session_id"), created_at__gt=OuterRef("created_at"))
+    if source.retries_in_place:
+        retried: Any = Value(False, output_field=BooleanField())
+    else:
+        retried = Exists(model.objects.filter(session_id=OuterRef("session_id"), created_at__gt=OuterRef("created_at")))
     return list(
         model.objects.filter(status="failed")
         .select_related("team", "session")
-        .annotate(retried=Exists(later))
+        .annotate(retried=retried)
         .order_by(F("finished_at").desc(nulls_last=True), "-created_at")[:limit]
     )
 
 
-def job_get(*, source: JobSource, job_id: uuid.UUID | str) -> CompactionRun:
+def job_get(*, source: JobSource, job_id: uuid.UUID | str) -> CompactionRun | FactExtractionRun:
     try:
         return source.model.objects.select_related("session").get(pk=job_id)
     except (source.model.DoesNotExist, ValueError, TypeError) as exc:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memory_app import views
+from memory_app import fact_pages, views
 
 urlpatterns = [
     path("", views.session_list, name="sessions"),
@@ -11,6 +11,22 @@ urlpatterns = [
         views.session_compaction_revert,
         name="compaction_revert",
     ),
+    path("facts/", fact_pages.fact_list, name="facts"),
+    path("facts/graph/", fact_pages.fact_graph, name="fact_graph"),
+    path("facts/graph/data/", fact_pages.fact_graph_data, name="fact_graph_data"),
+    path("facts/extractions/", fact_pages.fact_extraction_list, name="fact_extractions"),
+    path("facts/extractions/<uuid:run_id>/", fact_pages.fact_extraction_detail, name="fact_extraction"),
+    path("facts/extractions/<uuid:run_id>/retry/", fact_pages.fact_extraction_retry, name="fact_extraction_retry"),
+    path("facts/extractions/<uuid:run_id>/accept/", fact_pages.fact_extraction_accept, name="fact_extraction_accept"),
+    path(
+        "facts/extractions/<uuid:run_id>/discard/",
+        fact_pages.fact_extraction_discard,
+        name="fact_extraction_discard",
+    ),
+    path("facts/<uuid:fact_id>/", fact_pages.fact_detail, name="fact"),
+    path("facts/<uuid:fact_id>/edit/", fact_pages.fact_edit, name="fact_edit"),
+    path("facts/<uuid:fact_id>/invalidate/", fact_pages.fact_invalidate, name="fact_invalidate"),
+    path("facts/<uuid:fact_id>/restore/", fact_pages.fact_restore, name="fact_restore"),
     path("team/", views.switch_team, name="switch_team"),
     path("ops/", views.ops, name="ops"),
     path("ops/status/", views.ops_status, name="ops_status"),

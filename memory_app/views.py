@@ -30,7 +30,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from memory_app import compaction, selectors
+from memory_app import compaction, fact_extraction, selectors
 from memory_app.images import MAX_URL_LENGTH
 from memory_app.models import CompactionRun, MemoryType, Message, Session, Team
 from memsite.errors import Conflict, NotFound
@@ -594,6 +594,8 @@ OPS_WORKER_MEMORY = 30.0
 # Each job kind's retry service, by JobSource.kind: (job) -> (new or active job, created).
 RETRY_SERVICES: dict[str, Callable[[Any], tuple[Any, bool]]] = {
     "compaction": lambda job: compaction.compaction_retry(run=job),
+    # Re-queues the quarantined or failed run itself, over the same input.
+    "facts": lambda job: (fact_extraction.fact_extraction_retry(run=job), True),
 }
 
 
@@ -693,7 +695,10 @@ def ops_job_retry(request: HttpRequest, kind: str, job_id: uuid.UUID) -> HttpRes
     except Conflict as exc:
         flash.error(request, exc.detail)
     else:
-        if created:
+        if created and source.retries_in_place:
+            where = f"session {job.session}" if job.session_id else "no session"
+            flash.success(request, f"{source.label}: job {job.pk} ({where}) is queued again.")
+        elif created:
             flash.success(request, f"{source.label}: queued a new job for session {job.session} ({new_job.pk}).")
         else:
             flash.info(request, f"{source.label}: session {job.session} already has a {new_job.status} job.")

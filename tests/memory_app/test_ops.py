@@ -66,6 +66,11 @@ def retry_url(run: CompactionRun, kind: str = "compaction") -> str:
     return reverse("dashboard:ops_job_retry", args=[kind, run.pk])
 
 
+def compaction_queue(response) -> views.QueueView:
+    (queue,) = [q for q in response.context["queues"] if q.source.kind == "compaction"]
+    return queue
+
+
 def flashes(response) -> list[str]:
     return [str(message) for message in response.context["messages"]]
 
@@ -120,7 +125,7 @@ def test_it_counts_jobs_per_status_across_every_team(staff: Client, tenant: Tena
 
     response = staff.get(OPS)
 
-    (queue,) = response.context["queues"]
+    queue = compaction_queue(response)
     assert queue.source.queue == "compaction"
     stats = queue.stats
     assert (stats.pending, stats.running, stats.failed, stats.failed_recently) == (3, 1, 3, 2)
@@ -143,7 +148,7 @@ def test_the_oldest_pending_age_runs_from_creation_not_the_last_resend(staff: Cl
 
     response = staff.get(OPS)
 
-    (queue,) = response.context["queues"]
+    queue = compaction_queue(response)
     assert timedelta(hours=2, minutes=5) <= queue.oldest_pending_age < timedelta(hours=2, minutes=6)
     assert ">2 h 5 min</span>" in response.content.decode()
 
@@ -151,7 +156,7 @@ def test_the_oldest_pending_age_runs_from_creation_not_the_last_resend(staff: Cl
 def test_an_empty_queue_shows_zeros_and_no_age(staff: Client, db) -> None:
     response = staff.get(OPS)
 
-    (queue,) = response.context["queues"]
+    queue = compaction_queue(response)
     assert (queue.stats.pending, queue.stats.running, queue.stats.failed) == (0, 0, 0)
     assert queue.oldest_pending_age is None
     assert "No failed jobs." in response.content.decode()
@@ -169,23 +174,23 @@ def test_a_second_job_kind_slots_in_as_another_source(
     staff: Client, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     job(managed(tenant, "s"), "pending")
-    extra = selectors.JobSource(kind="facts", label="Fact extraction", queue="facts", model=CompactionRun)
+    extra = selectors.JobSource(kind="summaries", label="Summaries", queue="summaries", model=CompactionRun)
     original = selectors.job_sources
     monkeypatch.setattr(selectors, "job_sources", lambda: [*original(), extra])
 
     response = staff.get(OPS)
 
-    assert [q.source.kind for q in response.context["queues"]] == ["compaction", "facts"]
+    assert [q.source.kind for q in response.context["queues"]] == ["compaction", "facts", "summaries"]
     html = response.content.decode()
-    assert 'id="queue-compaction"' in html and 'id="queue-facts"' in html
-    assert "Fact extraction" in html
+    assert 'id="queue-compaction"' in html and 'id="queue-summaries"' in html
+    assert "Summaries" in html
     # Without a retry service of its own, its failures get no retry button (and the URL is 404).
     run = failed(Session.objects.get(external_id="s"))
     html = staff.get(OPS).content.decode()
     assert html.count(f'id="job-{run.pk}"') == 2
     assert html.count(f'action="{retry_url(run)}"') == 1
-    assert f'action="{retry_url(run, kind="facts")}"' not in html
-    assert staff.post(retry_url(run, kind="facts")).status_code == 404
+    assert f'action="{retry_url(run, kind="summaries")}"' not in html
+    assert staff.post(retry_url(run, kind="summaries")).status_code == 404
 
 
 # --- failures and retry -----------------------------------------------------------------------------
@@ -200,7 +205,7 @@ def test_recent_failures_show_their_team_error_and_a_retry_button(
 
     response = staff.get(OPS)
 
-    (queue,) = response.context["queues"]
+    queue = compaction_queue(response)
     assert [f.pk for f in queue.failures] == [newer.pk, older.pk]
     html = response.content.decode()
     newer_row = html[html.index(f'id="job-{newer.pk}"') : html.index(f'id="job-{older.pk}"')]
@@ -231,7 +236,7 @@ def test_retry_queues_a_new_pending_run_and_keeps_the_failed_one(
     assert response.redirect_chain == [(OPS, 302)]
     assert flashes(response) == [f"Context compaction: queued a new job for session s ({new.pk})."]
     # Now marked as retried instead of offering a second retry.
-    (queue,) = response.context["queues"]
+    queue = compaction_queue(response)
     assert queue.failures[0].retried
     assert f'action="{retry_url(run)}"' not in response.content.decode()
     assert ">retried</span>" in response.content.decode()
@@ -372,8 +377,9 @@ def test_the_partial_takes_a_fixed_number_of_queries(
         failed(managed(tenant, f"a{n}"))
         job(managed(other_tenant, f"b{n}"), "pending")
 
-    # session + user, stats (grouped), failures (with team, session and the retried flag)
-    with django_assert_num_queries(4):
+    # session + user, then per queue (compaction, facts): stats (grouped), failures (with team,
+    # session and the retried flag)
+    with django_assert_num_queries(6):
         staff.get(OPS_STATUS)
 
 
