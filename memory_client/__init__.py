@@ -19,12 +19,15 @@ from memory_client.errors import (
     ApiError,
     AuthenticationError,
     ConflictError,
+    FactExtractionError,
+    FactExtractionTimeout,
     MemoryClientError,
     MemoryConfigError,
     MessageError,
     NotFoundError,
 )
 from memory_client.events import CompactionEvent, MemoryResetEvent
+from memory_client.kg import KGMemory, RemoteKGMemory, fact_to_dict
 from memory_client.managed import ManagedConversationMemory, RemoteManagedConversationMemory
 from memory_client.manager import MemoryManager
 from memory_client.memory import ConversationMemory, RemoteConversationMemory
@@ -41,6 +44,9 @@ __all__ = [
     "CompactionEvent",
     "ConflictError",
     "ConversationMemory",
+    "FactExtractionError",
+    "FactExtractionTimeout",
+    "KGMemory",
     "ManagedConversationMemory",
     "ManagedMemoryConfig",
     "MemoryClientError",
@@ -51,10 +57,12 @@ __all__ = [
     "MessageError",
     "NotFoundError",
     "RemoteConversationMemory",
+    "RemoteKGMemory",
     "RemoteManagedConversationMemory",
     "SlidingWindowConfig",
     "SummarizationConfig",
     "ToolCallMsg",
     "ToolTruncationConfig",
+    "fact_to_dict",
     "to_llm_dict",
 ]

@@ -62,3 +62,21 @@ class MemoryConfigError(ApiError, ValueError):
 
     e.g. {"memory_config.active_context.mode": ["must be one of compaction, sliding_window"]}.
     """
+
+
+class FactExtractionError(MemoryClientError):
+    """A fact extraction run ended without its facts: failed, quarantined or discarded.
+
+    `run` is the run as the API shows it (status, error, raw_output, ...); a quarantined run
+    keeps the model's raw output, and staff can retry, edit and accept, or discard it.
+    """
+
+    def __init__(self, message: str, *, run: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.run = run or {}
+        self.run_id: str | None = self.run.get("id")
+        self.status: str | None = self.run.get("status")
+
+
+class FactExtractionTimeout(FactExtractionError, TimeoutError):
+    """The run was still pending or running when the wait ran out; it may complete later."""

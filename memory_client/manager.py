@@ -9,6 +9,7 @@ import httpx
 
 from memory_client.config import ManagedMemoryConfig
 from memory_client.events import EventSink
+from memory_client.kg import DEFAULT_EXTRACTION_TIMEOUT, RemoteKGMemory
 from memory_client.managed import DEFAULT_COMPACTION_TIMEOUT, RemoteManagedConversationMemory
 from memory_client.memory import RemoteConversationMemory
 from memory_client.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT
@@ -19,14 +20,15 @@ class MemoryManager:
 
     "conversation_history" builds a ConversationMemory, "managed_conversation" a
     ManagedConversationMemory configured by `memory_config` (a ManagedMemoryConfig, a
-    partial dict, or None for the team's defaults); "kg" is not served yet. The module is
+    partial dict, or None for the team's defaults), "kg" a KGMemory whose facts the
+    server extracts (`model` is not required for it, unlike in marsys). The module is
     `memory_module`, and every attribute the manager does not define is the module's, so
     `manager.get_cache_stats()` works where marsys needs `manager.memory_module`.
     `model` is accepted for marsys call sites and unused; `token_counter` is put on a
     ManagedMemoryConfig as marsys does, and never sent (the server counts tokens).
     """
 
-    memory_module: RemoteConversationMemory
+    memory_module: RemoteConversationMemory | RemoteKGMemory
 
     def __init__(
         self,
@@ -45,6 +47,7 @@ class MemoryManager:
         max_retries: int = DEFAULT_RETRIES,
         transport: httpx.BaseTransport | None = None,
         compaction_timeout: float = DEFAULT_COMPACTION_TIMEOUT,
+        extraction_timeout: float = DEFAULT_EXTRACTION_TIMEOUT,
     ) -> None:
         where: dict[str, Any] = {
             "base_url": base_url,
@@ -64,9 +67,11 @@ class MemoryManager:
             )
         elif memory_type == "conversation_history":
             self.memory_module = RemoteConversationMemory(description, memory_type=memory_type, **where)
+        elif memory_type == "kg":
+            self.memory_module = RemoteKGMemory(model, description, extraction_timeout=extraction_timeout, **where)
         else:
             raise ValueError(
-                f"memory_type must be 'conversation_history' or 'managed_conversation', got {memory_type!r}"
+                f"memory_type must be 'conversation_history', 'managed_conversation' or 'kg', got {memory_type!r}"
             )
         self.memory_type = memory_type
 
@@ -91,6 +96,12 @@ class MemoryManager:
     ) -> None:
         """Emit MemoryResetEvent (and, for managed memory, CompactionEvent) to `event_bus`."""
         self.memory_module.set_event_context(agent_name, event_bus, session_id)
+
+    def extract_and_update_from_text(self, *args: Any, **kwargs: Any) -> Any:
+        """The KG memory's extract_and_update_from_text (a coroutine to await); marsys's error otherwise."""
+        if not isinstance(self.memory_module, RemoteKGMemory):
+            raise NotImplementedError("extract_and_update_from_text is only available for KGMemory.")
+        return self.memory_module.extract_and_update_from_text(*args, **kwargs)
 
     async def compact_if_needed(self, runtime: dict[str, Any] | None = None, **options: Any) -> dict[str, Any] | None:
         """The managed memory's compact_if_needed (options: wait, timeout); None for other types."""

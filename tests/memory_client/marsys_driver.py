@@ -2,7 +2,9 @@
 
 Runs under the marsys venv's Python 3.12 (var/marsys-venv, made by `make test`), not the
 project's: stdin is {"tmp": dir, "scenarios": {name: scenario}} (see ops.py), stdout is
-{"marsys_version": ..., "results": {name: [result, ...]}}.
+{"marsys_version": ..., "results": {name: [result, ...]}}. A scenario with
+"memory": "KGMemory" runs on marsys's KGMemory itself (its MemoryManager hides add_fact),
+built with a model that is never called: only extraction would call it.
 """
 
 from __future__ import annotations
@@ -22,12 +24,15 @@ def main() -> None:
 
     # marsys logs and prints while importing and working; stdout carries only the answer.
     with contextlib.redirect_stdout(sys.stderr):
-        from marsys.agents.memory import MemoryManager, Message
+        from marsys.agents.memory import KGMemory, MemoryManager, Message
+
+        def kg_memory(**spec: Any) -> Any:
+            return KGMemory(model=object(), **spec)
 
         results = {
             name: run_scenario(
                 scenario,
-                make_manager=MemoryManager,
+                make_manager=kg_memory if scenario.get("memory") == "KGMemory" else MemoryManager,
                 make_message=Message,
                 tmp=request["tmp"],
                 to_llm=lambda message: message,  # marsys saves what retrieve_all() returns

@@ -152,7 +152,7 @@ def test_missing_configuration_fails_loudly(monkeypatch):
     with pytest.raises(ValueError, match="MEMSITE_API_KEY"):
         MemoryManager(base_url="http://127.0.0.1:1")
     with pytest.raises(ValueError, match="memory_type"):
-        MemoryManager("kg", base_url="http://127.0.0.1:1", api_key="k")
+        MemoryManager("vector", base_url="http://127.0.0.1:1", api_key="k")
     with pytest.raises(ValueError, match="UUID"):
         MemoryManager(base_url="http://127.0.0.1:1", api_key="k", session_id="abc")
 
