@@ -403,8 +403,9 @@ class Fact(models.Model):
         ]
         indexes = [
             models.Index(fields=["team", "-created_at"], name="fact_team_created"),
-            models.Index(fields=["team", "subject_key"], name="fact_team_subject"),
-            models.Index(fields=["team", "object_key"], name="fact_team_object"),
+            # Newest first within an entity: a hub's page is read in order instead of sorted.
+            models.Index(fields=["team", "subject_key", "-created_at"], name="fact_team_subject_new"),
+            models.Index(fields=["team", "object_key", "-created_at"], name="fact_team_object_new"),
         ]
         ordering = ["-created_at"]
 
