@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -106,3 +107,27 @@ def test_a_run_delivered_twice_is_executed_once(start_worker, llm_server):
     assert len(llm_server.requests) == 1
     fact = Fact.objects.get(session=session)
     assert fact.times_seen == 1 and FactExtractionRun.objects.get(pk=run.pk).facts_added == 1
+
+
+def test_four_worker_processes_extracting_the_same_fact_leave_one_live_fact(start_worker, llm_server):
+    session = services.session_create(team=make_tenant("four").team)
+    release = threading.Event()
+    answer = json.dumps({"facts": [{"subject": "Ada", "predicate": "works at", "object": "Acme"}]})
+    llm_server.script(*(Reply(answer, hold=release) for _ in range(4)))
+    runs = [
+        fact_extraction.fact_extraction_request_text(session=session, text="Ada works at Acme.", role="user")
+        for _ in range(4)
+    ]
+    start_worker(pool="prefork")  # two processes each: four at once
+    start_worker(pool="prefork")
+    # Every run holds its LLM answer until all four are waiting, so the four writes race.
+    wait_for(lambda: len(llm_server.requests) == 4, timeout=60, what="four LLM calls in flight")
+    release.set()
+    wait_for(
+        lambda: FactExtractionRun.objects.filter(pk__in=[r.pk for r in runs], status="done").count() == 4,
+        timeout=60,
+        what="the four extractions",
+    )
+    live = Fact.objects.filter(session=session, invalidated_at__isnull=True)
+    assert [(f.subject, f.object, f.times_seen) for f in live] == [("Ada", "Acme", 4)]
+    assert sum(FactExtractionRun.objects.filter(pk__in=[r.pk for r in runs]).values_list("facts_added", flat=True)) == 1
