@@ -249,9 +249,11 @@ def serve_llm() -> None:
 
 
 class LLMServer:
-    def __init__(self) -> None:
+    """The scripted LLM server in a child process: `script --serve-llm` (each bench has its own answers)."""
+
+    def __init__(self, script: Path = Path(__file__)) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--serve-llm"],
+            [sys.executable, str(script.resolve()), "--serve-llm"],
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

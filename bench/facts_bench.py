@@ -41,7 +41,6 @@ import random
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -61,6 +60,7 @@ from bench.compaction_bench import (
     CLK_TCK,
     OTHERS,
     CpuMeter,
+    LLMServer,
     Worker,
     admin_execute,
     cores_text,
@@ -137,31 +137,6 @@ def serve_llm() -> None:
     print(server.base_url, flush=True)
     sys.stdin.read()
     server.stop()
-
-
-class LLMServer:
-    def __init__(self) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--serve-llm"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        self.base_url = self.process.stdout.readline().strip()
-        if not self.base_url.startswith("http://127.0.0.1:"):
-            self.stop()
-            raise RuntimeError(f"the scripted LLM server did not start ({self.base_url!r})")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            assert self.process.stdin is not None
-            self.process.stdin.close()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
 
 
 # --- the generated graph -----------------------------------------------------------------------
@@ -844,7 +819,7 @@ def main() -> int:
     llm: LLMServer | None = None
     worker: Worker | None = None
     try:
-        llm = LLMServer()
+        llm = LLMServer(Path(__file__))
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "memsite.settings",

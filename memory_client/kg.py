@@ -37,7 +37,7 @@ from memory_client.errors import (
     NotFoundError,
 )
 from memory_client.events import EventSink, MemoryResetEvent, emit
-from memory_client.memory import MAX_LAST, ROLES, _as_uuid
+from memory_client.memory import MAX_LAST, ROLES, SessionBound, _as_uuid
 from memory_client.messages import AgentCallMsg, Message, ToolCallMsg
 from memory_client.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT, HttpApi
 
@@ -115,7 +115,7 @@ def _newest_first(entries: list[_Entry]) -> list[_Entry]:
     return sorted(entries, key=lambda entry: entry.at, reverse=True)
 
 
-class RemoteKGMemory:
+class RemoteKGMemory(SessionBound):
     """marsys's KGMemory over the REST API (see the module docstring).
 
     Without `session_id` a new "kg" session is created; `description` becomes its system
@@ -173,19 +173,6 @@ class RemoteKGMemory:
             raise
 
     # --- plumbing ------------------------------------------------------------------------
-
-    @property
-    def _path(self) -> str:
-        return f"sessions/{self.session_id}/"
-
-    def close(self) -> None:
-        self._api.close()
-
-    def __enter__(self) -> RemoteKGMemory:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def _pages(self, path: str, params: dict[str, Any], limit: int | None = None) -> Iterator[dict[str, Any]]:
         """Rows of a list endpoint in its order, page after page, until exhausted or `limit` rows.

@@ -15,7 +15,7 @@ import logging
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -84,7 +84,27 @@ def _chunks(records: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return [chunk for chunk in chunks if chunk]
 
 
-class RemoteConversationMemory:
+class SessionBound:
+    """What every remote memory shares: one server session reached through one HttpApi."""
+
+    _api: HttpApi
+    session_id: str
+
+    @property
+    def _path(self) -> str:
+        return f"sessions/{self.session_id}/"
+
+    def close(self) -> None:
+        self._api.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class RemoteConversationMemory(SessionBound):
     """marsys's ConversationMemory over the REST API: same methods, arguments and return shapes.
 
     Without `session_id` a new session is created (its system prompt is `description`); with
@@ -169,19 +189,6 @@ class RemoteConversationMemory:
             raise
 
     # --- plumbing ------------------------------------------------------------------------
-
-    @property
-    def _path(self) -> str:
-        return f"sessions/{self.session_id}/"
-
-    def close(self) -> None:
-        self._api.close()
-
-    def __enter__(self) -> RemoteConversationMemory:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def _session(self) -> dict[str, Any]:
         return self._api.get(self._path)
