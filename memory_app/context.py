@@ -8,6 +8,7 @@ all of its results, so a cut always moves to a turn boundary.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -125,3 +126,14 @@ def ensure_user_message(messages: list[Msg], fallback: Msg | None) -> list[Msg]:
     if any(m.get("role") == "user" for m in messages) or fallback is None:
         return messages
     return [fallback, *messages]
+
+
+def content_text(content: Any) -> str:
+    """The text of a message content: a string, the text parts of a content list, or JSON."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return json.dumps(content, ensure_ascii=False)

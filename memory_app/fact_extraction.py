@@ -9,7 +9,6 @@ to retry, correct and accept, or discard; it never writes a partial batch.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
@@ -24,6 +23,7 @@ from django.db.models import Exists, F, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from memory_app.context import content_text
 from memory_app.fact_output import FactOutputError, Triple, normalize_term, parse_fact_output
 from memory_app.fact_prompt import fact_request
 from memory_app.facts import MANUAL_EXTRACTOR, FactInput, WriteOutcome, write_facts
@@ -108,17 +108,6 @@ def fact_extraction_request_if_due(*, session_id: uuid.UUID, team_id: int) -> Fa
 # --- reading the input ----------------------------------------------------------------
 
 
-def message_text(content: Any) -> str:
-    """The text of a stored message content (string, content parts or a JSON object)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
-    return json.dumps(content, ensure_ascii=False)
-
-
 @dataclass(frozen=True)
 class Source:
     message_id: uuid.UUID | None
@@ -150,7 +139,7 @@ def _chunk(session_id: Any, first: int, last: int) -> tuple[list[dict[str, Any]]
     budget = settings.FACTS_MAX_INPUT_CHARS
     taken: list[dict[str, Any]] = []
     for row in rows:
-        text = message_text(row["content"]).strip()
+        text = content_text(row["content"]).strip()
         if taken and len(text) > budget:
             return taken, taken[-1]["seq"]
         taken.append({**row, "text": text[: max(budget, 0)]})
@@ -221,7 +210,7 @@ def _read_plan(run: FactExtractionRun) -> Plan:
         return Plan(lines=[], sources=[])
     rows = Message.objects.filter(session_id=run.session_id, seq__gte=run.from_seq or 1, seq__lte=run.to_seq)
     return _plan_of(
-        {**row, "text": message_text(row["content"]).strip()}
+        {**row, "text": content_text(row["content"]).strip()}
         for row in rows.order_by("seq").values("id", "seq", "role", "content")
     )
 

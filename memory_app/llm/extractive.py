@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory_app import tokens
+from memory_app.context import content_text
 from memory_app.fact_output import MAX_TRIPLES, normalize_term
 from memory_app.llm.base import ChatRequest, LLMPermanentError, LLMResult
 
@@ -30,16 +31,6 @@ _ERROR = re.compile(r"error|exception|traceback|failed|failure|denied|not found"
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 MAX_LINE_CHARS = 300
 MIN_SUMMARY_TOKENS = 48
-
-
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
-    return json.dumps(content, ensure_ascii=False)
 
 
 def _clip(text: str, limit: int = MAX_LINE_CHARS) -> str:
@@ -61,7 +52,7 @@ def _latest_tool_results(transcript: list[dict[str, Any]]) -> list[str]:
         if calls:
             names = {c["id"]: c.get("function", {}).get("name", "tool") for c in calls}
             return [
-                f"{names.get(m.get('tool_call_id'), 'tool')}: {_clip(_text(m.get('content')), 200)}"
+                f"{names.get(m.get('tool_call_id'), 'tool')}: {_clip(content_text(m.get('content')), 200)}"
                 for m in transcript[index + 1 :]
                 if m.get("role") == "tool" and m.get("tool_call_id") in names
             ]
@@ -69,12 +60,12 @@ def _latest_tool_results(transcript: list[dict[str, Any]]) -> list[str]:
 
 
 def summarize_transcript(transcript: list[dict[str, Any]], *, max_tokens: int) -> str:
-    user_texts = [_text(m.get("content")) for m in transcript if m.get("role") == "user"]
+    user_texts = [content_text(m.get("content")) for m in transcript if m.get("role") == "user"]
     events: list[str] = []
     errors: list[str] = []
     identifiers: dict[str, None] = {}
     for message in transcript:
-        text = _text(message.get("content"))
+        text = content_text(message.get("content"))
         for call in message.get("tool_calls") or []:
             function = call.get("function", {})
             events.append(f"assistant called {function.get('name')}({_clip(str(function.get('arguments', '')), 120)})")
@@ -242,7 +233,7 @@ def extract_facts(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     facts: list[dict[str, Any]] = []
     for line in lines:
         speaker = str(line.get("role") or "user")
-        for fact in _facts_in_text(_text(line.get("content")), speaker):
+        for fact in _facts_in_text(content_text(line.get("content")), speaker):
             key = (normalize_term(fact["subject"]), normalize_term(fact["predicate"]), normalize_term(fact["object"]))
             if key not in seen and len(facts) < MAX_TRIPLES:
                 seen.add(key)
@@ -263,11 +254,11 @@ class ExtractiveBackend:
                 transcript = [{"role": "assistant", "content": previous}, *transcript]
             # An extract as long as its source saves nothing: it gets a third of the source's
             # tokens (the compaction refuses a summary that does not shrink the context).
-            source_tokens = sum(tokens.count_text(_text(m.get("content"))) for m in transcript)
+            source_tokens = sum(tokens.count_text(content_text(m.get("content"))) for m in transcript)
             budget = min(request.max_tokens or 6000, max(source_tokens // 3, MIN_SUMMARY_TOKENS))
             text = summarize_transcript(transcript, max_tokens=budget)
             answer = {
-                "user_request_summary": _clip(_text(_last_user(transcript))),
+                "user_request_summary": _clip(content_text(_last_user(transcript))),
                 "summary": text,
                 "salient_facts": [],
                 "open_threads": [],
