@@ -4,7 +4,8 @@ Callers pass what they are asking about in `ChatRequest.metadata` (for a summary
 `transcript` of messages; for facts, the `lines` of the conversation) alongside the prompt an
 LLM would get; this backend ignores the prompt. A summary extracts the latest user request,
 key sentences, identifiers kept verbatim, errors, and the results of the most recent tool
-calls; facts come from a few sentence patterns ("X lives in Y", "my name is X", ...).
+calls; facts come from a few sentence patterns ("X lives in Y", "my name is X", ...); an
+experience selection picks the candidates whose `when` the query and context match (BM25).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from experiences_app.selection import DEFAULT_RELEVANCE_THRESHOLD, rank_by_relevance
 from memory_app import tokens
 from memory_app.context import content_text
 from memory_app.fact_output import MAX_TRIPLES, normalize_term
@@ -272,4 +274,25 @@ class ExtractiveBackend:
         if request.purpose == "extract_facts":
             answer = {"facts": extract_facts(request.metadata.get("lines") or [])}
             return LLMResult(text=json.dumps(answer, ensure_ascii=False), backend=self.name, model=self.model)
+        if request.purpose == "select_experiences":
+            return self._select_experiences(request)
         raise LLMPermanentError(f"the extractive backend cannot serve {request.purpose!r}")
+
+    def _select_experiences(self, request: ChatRequest) -> LLMResult:
+        """Seed 000's answer form, `{"exp-id": true/false}` for every candidate, chosen by BM25 relevance.
+
+        The selection prompt is ignored: `metadata` carries the candidates ({"exp_id", "when"}),
+        the query and the context the prompt was rendered from.
+        """
+        metadata = request.metadata
+        candidates = [(str(c["exp_id"]), str(c.get("when") or "")) for c in metadata.get("candidates") or []]
+        chosen = set(
+            rank_by_relevance(
+                str(metadata.get("query") or ""),
+                str(metadata.get("context") or ""),
+                candidates,
+                threshold=DEFAULT_RELEVANCE_THRESHOLD,
+            )
+        )
+        answer = {exp_id: exp_id in chosen for exp_id, _ in candidates}
+        return LLMResult(text=json.dumps(answer, ensure_ascii=False), backend=self.name, model=self.model)

@@ -170,4 +170,4 @@ def test_summaries_are_unchanged_and_other_purposes_refused():
     )
     assert json.loads(summary.text)["user_request_summary"] == "Plan a trip."
     with pytest.raises(LLMPermanentError):
-        backend.complete(ChatRequest(messages=[], purpose="select_experiences"))
+        backend.complete(ChatRequest(messages=[], purpose="translate"))
