@@ -1,0 +1,267 @@
+"""Reads of experiences, their revisions, the team's selection settings and the selection log."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import uuid
+from collections import Counter
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from experiences_app.models import Experience, ExperienceRevision, SelectionLog, TeamExperienceConfig
+from experiences_app.selection import DEFAULT_SELECTION_TEMPLATE
+from memory_app.context import content_text
+from memory_app.models import Message, Session, Team
+from memsite.errors import NotFound
+
+DIFF_FIELDS = ("exp_id", "who", "when", "what", "status")
+OFFLINE_ALIAS = "offline"
+LLM_ALIASES = ("", OFFLINE_ALIAS)  # "" = the configured LLM (memory_app.llm.get_backend())
+_CONTEXT_LINE_CHARS = 500
+_FILE_PART = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+# --- roles -----------------------------------------------------------------------------------
+
+
+def role_key(role: str) -> str:
+    """How a role is compared: trimmed and case-folded ("Planner" targets the role "planner")."""
+    return role.strip().lower()
+
+
+def roles_key(who: list[str]) -> str:
+    """The stored form of `who` the database filters on: "|a|b|", or "" for every role."""
+    return "".join(f"|{role_key(role)}" for role in who) + "|" if who else ""
+
+
+def targets_role(who: list[str], role: str) -> bool:
+    return not who or role_key(role) in {role_key(item) for item in who}
+
+
+def _for_role(experiences: QuerySet[Experience], role: str) -> QuerySet[Experience]:
+    return experiences.filter(Q(roles_key="") | Q(roles_key__contains=f"|{role_key(role)}|"))
+
+
+# --- experiences -----------------------------------------------------------------------------
+
+
+def experience_get(*, team: Team, exp_id: str) -> Experience:
+    """The team's experience, or NotFound: another team's exp_id is indistinguishable from none."""
+    try:
+        return Experience.objects.get(team=team, exp_id=exp_id)
+    except Experience.DoesNotExist as exc:
+        raise NotFound("Experience not found.") from exc
+
+
+def experience_list(
+    *, team: Team, role: str | None = None, status: str | None = None, q: str | None = None
+) -> QuerySet[Experience]:
+    """The team's experiences by exp_id; `role` keeps those targeting it (empty `who` targets all)."""
+    experiences = Experience.objects.filter(team=team)
+    if role:
+        experiences = _for_role(experiences, role)
+    if status:
+        experiences = experiences.filter(status=status)
+    if q:
+        experiences = experiences.filter(Q(exp_id__icontains=q) | Q(when__icontains=q) | Q(what__icontains=q))
+    return experiences.order_by("exp_id")
+
+
+def experience_roles(*, team: Team) -> list[str]:
+    """Every role named in the team's experiences' `who`, sorted case-insensitively (for pickers)."""
+    roles: dict[str, str] = {}
+    for who in Experience.objects.filter(team=team).exclude(roles_key="").values_list("who", flat=True):
+        for role in who:
+            roles.setdefault(role_key(role), role)
+    return sorted(roles.values(), key=str.lower)
+
+
+def experience_candidates(*, team: Team, role: str) -> list[Experience]:
+    """Approved experiences whose `who` names the role or is empty, by exp_id (seed 000's who filter)."""
+    rows = _for_role(Experience.objects.filter(team=team, status=Experience.Status.APPROVED), role).only(
+        "exp_id", "who", "when", "what"
+    )
+    # The LIKE above is a prefilter; a role containing "|" could match a neighbour's key.
+    return [exp for exp in rows.order_by("exp_id") if targets_role(exp.who, role)]
+
+
+def experience_revisions(*, experience: Experience) -> QuerySet[ExperienceRevision]:
+    return experience.revisions.order_by("-number")
+
+
+def experience_revision_get(*, experience: Experience, number: int) -> ExperienceRevision:
+    try:
+        return experience.revisions.get(number=number)
+    except ExperienceRevision.DoesNotExist as exc:
+        raise NotFound(f"Revision {number} of {experience.exp_id} not found.") from exc
+
+
+def _diff_lines(revision: ExperienceRevision, field: str) -> list[str]:
+    value = getattr(revision, field)
+    if field == "who":
+        return list(value) or ["(every role)"]
+    return str(value).split("\n")
+
+
+def experience_revision_diff(*, experience: Experience, a: int, b: int) -> dict[str, str]:
+    """A unified diff per field from revision `a` to revision `b` ("" where the field did not change)."""
+    old = experience_revision_get(experience=experience, number=a)
+    new = experience_revision_get(experience=experience, number=b)
+    diffs: dict[str, str] = {}
+    for field in DIFF_FIELDS:
+        lines = difflib.unified_diff(
+            _diff_lines(old, field),
+            _diff_lines(new, field),
+            fromfile=f"{field} (r{a})",
+            tofile=f"{field} (r{b})",
+            lineterm="",
+        )
+        diffs[field] = "\n".join(lines)
+    return diffs
+
+
+# --- settings --------------------------------------------------------------------------------
+
+
+def experience_config_get(*, team: Team) -> TeamExperienceConfig:
+    """The team's settings; an unsaved default (every role uses experiences) until someone saves them."""
+    config = TeamExperienceConfig.objects.filter(team=team).first()
+    return config or TeamExperienceConfig(team=team)
+
+
+def config_template(config: TeamExperienceConfig) -> str:
+    return config.selection_template or DEFAULT_SELECTION_TEMPLATE
+
+
+def config_uses_experience(config: TeamExperienceConfig, role: str) -> bool:
+    """`<role>.use_experience`: the exact role name first, then case-folded; unlisted roles use them."""
+    flags = config.use_experience or {}
+    if role in flags:
+        return bool(flags[role])
+    folded = {role_key(name): bool(flag) for name, flag in flags.items()}
+    return folded.get(role_key(role), True)
+
+
+# --- the context of a selection -------------------------------------------------------------
+
+
+def session_role_context(*, session: Session, role: str) -> str:
+    """The recent conversation the role took part in, oldest first, bounded in messages and characters.
+
+    Like seed 000's `memory.get_role_rounds(role)`: messages sent from or to the role; a session
+    without multi-agent addressing (no message names the role) gives its recent messages instead.
+    """
+    limit = settings.EXPERIENCE_CONTEXT_MESSAGES
+    fields = ("role", "content", "send_from", "send_to")
+    messages = Message.objects.filter(session=session).exclude(role=Message.Role.SYSTEM)
+    addressed = Q(send_from__iexact=role.strip()) | Q(send_to__iexact=role.strip())
+    rows = list(messages.filter(addressed).order_by("-seq").values(*fields)[:limit])
+    if not rows:
+        rows = list(messages.order_by("-seq").values(*fields)[:limit])
+    lines: list[str] = []
+    budget = settings.EXPERIENCE_CONTEXT_MAX_CHARS
+    for row in rows:  # newest first, so the budget keeps the most recent
+        text = " ".join(content_text(row["content"]).split())
+        if len(text) > _CONTEXT_LINE_CHARS:
+            text = text[: _CONTEXT_LINE_CHARS - 1] + "…"
+        speaker = row["send_from"] or row["role"]
+        line = f"{speaker} -> {row['send_to']}: {text}" if row["send_to"] else f"{speaker}: {text}"
+        if len(line) + 1 > budget:
+            break
+        budget -= len(line) + 1
+        lines.append(line)
+    return "\n".join(reversed(lines))
+
+
+# --- the selection log -----------------------------------------------------------------------
+
+
+def selection_log_list(
+    *, team: Team, role: str | None = None, session: Session | None = None
+) -> QuerySet[SelectionLog]:
+    logs = SelectionLog.objects.filter(team=team)
+    if role:
+        logs = logs.filter(role=role)
+    if session is not None:
+        logs = logs.filter(session=session)
+    return logs.order_by("-created_at", "-pk")
+
+
+def selection_log_get(*, team: Team, log_id: uuid.UUID | str) -> SelectionLog:
+    try:
+        return SelectionLog.objects.get(team=team, pk=log_id)
+    except (SelectionLog.DoesNotExist, ValueError, TypeError) as exc:
+        raise NotFound("Selection not found.") from exc
+
+
+@dataclass(frozen=True)
+class PromptLogFile:
+    name: str
+    content: bytes
+
+
+def _file_part(value: str, default: str) -> str:
+    return _FILE_PART.sub("-", value).strip("-")[:60] or default
+
+
+def selection_log_file(*, log: SelectionLog) -> PromptLogFile:
+    """Seed 000's prompt log: the prompt messages as JSON, named
+    `{role}_experience_selection_log_{round}_{post}.json` (role lower-cased; "0" for a missing part)."""
+    role = _file_part(log.role.lower(), "role")
+    name = f"{role}_experience_selection_log_{_file_part(log.round_id, '0')}_{_file_part(log.post_id, '0')}.json"
+    content = json.dumps(log.messages, ensure_ascii=False, indent=2).encode()
+    return PromptLogFile(name=name, content=content)
+
+
+@dataclass(frozen=True)
+class ExperienceUsage:
+    """How many selections offered an experience as a candidate and how many chose it."""
+
+    candidate_7d: int = 0
+    selected_7d: int = 0
+    candidate_30d: int = 0
+    selected_30d: int = 0
+
+
+USAGE_WINDOWS = (7, 30)  # days
+
+
+def experience_usage(
+    *, team: Team, exp_ids: Collection[str] | None = None, now: datetime | None = None
+) -> dict[str, ExperienceUsage]:
+    """Candidate and selected counts per exp_id over the last 7 and 30 days, in ONE query.
+
+    The ids live inside JSON lists (SelectionLog.candidates / selected), which SQLite and
+    PostgreSQL cannot unnest the same way, so the 30-day rows stream once (only those two
+    columns and the time) and are counted here. `exp_ids` limits the answer (e.g. one page).
+    """
+    now = now or timezone.now()
+    week_start = now - timedelta(days=USAGE_WINDOWS[0])
+    rows = (
+        SelectionLog.objects.filter(team=team, created_at__gte=now - timedelta(days=USAGE_WINDOWS[1]))
+        .values_list("created_at", "candidates", "selected")
+        .iterator(chunk_size=2000)
+    )
+    counts: dict[str, Counter[str]] = {name: Counter() for name in ExperienceUsage.__dataclass_fields__}
+    for created_at, candidates, selected in rows:
+        recent = created_at >= week_start
+        offered = {c.get("exp_id") for c in candidates or [] if isinstance(c, dict)}
+        chosen = set(selected or [])
+        counts["candidate_30d"].update(offered)
+        counts["selected_30d"].update(chosen)
+        if recent:
+            counts["candidate_7d"].update(offered)
+            counts["selected_7d"].update(chosen)
+    wanted = set(exp_ids) if exp_ids is not None else set().union(*(c.keys() for c in counts.values()))
+    return {
+        exp_id: ExperienceUsage(**{name: counter[exp_id] for name, counter in counts.items()})
+        for exp_id in wanted
+        if isinstance(exp_id, str)
+    }

@@ -1,0 +1,384 @@
+"""Every write to experiences: create/edit/review with a revision per change, YAML import/export,
+the team's selection settings, and the LLM selection itself (seed 000's Selection Flow).
+
+`experience_select` calls an LLM, so it is not atomic: it reads, calls the backend outside any
+transaction, then writes its SelectionLog row in one statement.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from experiences_app import selectors
+from experiences_app.models import Experience, ExperienceRevision, SelectionLog, TeamExperienceConfig
+from experiences_app.selection import (
+    candidate_block,
+    format_experience_in_prompt,
+    parse_selection,
+    render_template,
+    validate_template,
+)
+from experiences_app.yaml_io import (
+    ExperienceData,
+    ExperienceValidationError,
+    dump_experience_file,
+    parse_experience_files,
+    validate_experience,
+)
+from memory_app.llm import EXTRACTIVE_BACKEND, ChatRequest, LLMPermanentError, LLMTransientError, get_backend
+from memory_app.models import ApiKey, Session, Team
+from memsite.errors import Conflict, InvalidInput, LLMFailed, LLMUnavailable
+
+# Path segments of the experiences API that an exp_id would shadow (experiences/<exp_id>/).
+RESERVED_EXP_IDS = frozenset({"import", "export", "select", "config"})
+CONTENT_FIELDS = ("who", "when", "what")
+Status = Experience.Status
+
+
+def actor_label(*, api_key: ApiKey | None = None, user: Any = None) -> str:
+    """Who made a change, as stored in author/reviewer/changed_by: "user:<name>" or "key:<label>"."""
+    if user is not None and getattr(user, "is_authenticated", False):
+        return f"user:{user.get_username()}"
+    if api_key is not None:
+        return f"key:{api_key.name or api_key.prefix}"
+    return ""
+
+
+def _validated(*, exp_id: Any, who: Any, when: Any, what: Any) -> ExperienceData:
+    try:
+        data = validate_experience(exp_id=exp_id, who=who, when=when, what=what)
+    except ExperienceValidationError as exc:
+        raise InvalidInput(str(exc), fields=exc.fields) from exc
+    if data.exp_id.lower() in RESERVED_EXP_IDS:
+        raise InvalidInput.for_field("exp_id", f"{data.exp_id!r} is reserved by the API; choose another id")
+    return data
+
+
+def _record(experience: Experience, *, actor: str, note: str) -> ExperienceRevision:
+    """Save the experience as its next revision (the caller holds the row)."""
+    experience.revision += 1
+    experience.roles_key = selectors.roles_key(experience.who)
+    experience.save()
+    return ExperienceRevision.objects.create(
+        experience=experience,
+        number=experience.revision,
+        exp_id=experience.exp_id,
+        who=experience.who,
+        when=experience.when,
+        what=experience.what,
+        status=experience.status,
+        changed_by=actor,
+        note=note[:500],
+    )
+
+
+def _set_status(experience: Experience, status: str, *, actor: str) -> None:
+    experience.status = status
+    if status == Status.APPROVED:
+        experience.reviewer, experience.reviewed_at = actor, timezone.now()
+
+
+@transaction.atomic
+def experience_create(
+    *,
+    team: Team,
+    exp_id: str,
+    who: list[str],
+    when: str,
+    what: str,
+    actor: str,
+    status: str = Status.DRAFT,
+    note: str = "",
+) -> Experience:
+    data = _validated(exp_id=exp_id, who=who, when=when, what=what)
+    experience = Experience(team=team, exp_id=data.exp_id, who=data.who, when=data.when, what=data.what, author=actor)
+    _set_status(experience, status, actor=actor)
+    try:
+        with transaction.atomic():
+            _record(experience, actor=actor, note=note or "created")
+    except IntegrityError as exc:
+        message = f"An experience with exp_id {data.exp_id!r} already exists."
+        raise Conflict(message, fields={"exp_id": ["already exists"]}) from exc
+    return experience
+
+
+def _locked(experience: Experience) -> Experience:
+    return Experience.objects.select_for_update().get(pk=experience.pk)
+
+
+@transaction.atomic
+def experience_update(*, experience: Experience, data: Mapping[str, Any], actor: str, note: str = "") -> Experience:
+    """Change who/when/what and/or status; a content change to an approved experience returns it
+    to draft (it needs a new review) unless the same call sets the status. No change, no revision."""
+    experience = _locked(experience)
+    merged = {name: data.get(name, getattr(experience, name)) for name in CONTENT_FIELDS}
+    clean = _validated(exp_id=experience.exp_id, **merged)
+    content_changed = (clean.who, clean.when, clean.what) != (experience.who, experience.when, experience.what)
+    status = data.get("status")
+    if status is not None and status not in Status.values:
+        raise InvalidInput.for_field("status", f"must be one of {', '.join(Status.values)}")
+    if status is None and content_changed and experience.status == Status.APPROVED:
+        status = Status.DRAFT
+    status_changed = status is not None and status != experience.status
+    if not content_changed and not status_changed:
+        return experience
+    experience.who, experience.when, experience.what = clean.who, clean.when, clean.what
+    if status_changed:
+        _set_status(experience, status, actor=actor)
+        if status == Status.DRAFT:
+            experience.reviewer, experience.reviewed_at = "", None
+    _record(experience, actor=actor, note=note or ("edited" if content_changed else f"status set to {status}"))
+    return experience
+
+
+def experience_approve(*, experience: Experience, actor: str, note: str = "") -> Experience:
+    return experience_update(experience=experience, data={"status": Status.APPROVED}, actor=actor, note=note)
+
+
+def experience_disable(*, experience: Experience, actor: str, note: str = "") -> Experience:
+    return experience_update(experience=experience, data={"status": Status.DISABLED}, actor=actor, note=note)
+
+
+@transaction.atomic
+def experience_delete(*, experience: Experience) -> None:
+    """Deletes the experience and its revisions; `disabled` is the reversible way to retire one.
+    Selection logs keep the exp_ids they chose."""
+    experience.delete()
+
+
+# --- files -----------------------------------------------------------------------------------
+
+
+def _import_entry(name: str, exp_id: str) -> dict[str, str]:
+    return {"file": name, "exp_id": exp_id}
+
+
+@transaction.atomic
+def experiences_import(
+    *,
+    team: Team,
+    files: Iterable[tuple[str, bytes]],
+    actor: str,
+    dry_run: bool = False,
+    approve: bool = False,
+) -> dict[str, Any]:
+    """Import seed-format files, deduplicated by exp_id; one bad file never stops the others.
+
+    The report lists {file, exp_id} under created / updated / unchanged, and {file, line, error}
+    under rejected. `approve` approves what the import creates or changes (unchanged experiences
+    keep their status); without it new experiences are drafts and changed approved ones go back
+    to draft. `dry_run` reports the same without writing.
+    """
+    parsed, errors = parse_experience_files(files)
+    report: dict[str, Any] = {"dry_run": dry_run, "created": [], "updated": [], "unchanged": [], "rejected": []}
+    report["rejected"] = [{"file": e.name, "line": e.line, "error": e.message} for e in errors]
+    existing = {exp.exp_id: exp for exp in Experience.objects.select_for_update().filter(team=team)}
+    status = Status.APPROVED if approve else None
+    for name, data in parsed:
+        if data.exp_id.lower() in RESERVED_EXP_IDS:
+            report["rejected"].append({"file": name, "line": None, "error": f"exp_id {data.exp_id!r} is reserved"})
+            continue
+        entry = _import_entry(name, data.exp_id)
+        current = existing.get(data.exp_id)
+        if current is None:
+            report["created"].append(entry)
+            if not dry_run:
+                experience_create(
+                    team=team,
+                    **_fields(data),
+                    actor=actor,
+                    status=status or Status.DRAFT,
+                    note=f"imported from {name}",
+                )
+        elif (data.who, data.when, data.what) == (current.who, current.when, current.what):
+            report["unchanged"].append(entry)
+        else:
+            report["updated"].append(entry)
+            if not dry_run:
+                changes: dict[str, Any] = {"who": data.who, "when": data.when, "what": data.what}
+                if status:
+                    changes["status"] = status
+                experience_update(experience=current, data=changes, actor=actor, note=f"imported from {name}")
+    if dry_run:
+        transaction.set_rollback(True)  # nothing was written; this guards the promise
+    report["rejected"].sort(key=lambda item: item["file"])
+    return report
+
+
+def _fields(data: ExperienceData) -> dict[str, Any]:
+    return {"exp_id": data.exp_id, "who": list(data.who), "when": data.when, "what": data.what}
+
+
+def experiences_export(*, team: Team, status: str | None = None) -> list[tuple[str, bytes]]:
+    """Every experience (or those with `status`) as seed-format files, by exp_id. Status is not
+    part of the seed's format; importing the files back changes nothing."""
+    experiences = Experience.objects.filter(team=team).order_by("exp_id")
+    if status:
+        experiences = experiences.filter(status=status)
+    return [
+        dump_experience_file(ExperienceData(exp_id=e.exp_id, who=list(e.who), when=e.when, what=e.what))
+        for e in experiences
+    ]
+
+
+# --- settings --------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def experience_config_update(*, team: Team, data: Mapping[str, Any], actor: str) -> TeamExperienceConfig:
+    """Save the team's use_experience flags, selection template ("" = the default) and LLM alias."""
+    config, _ = TeamExperienceConfig.objects.select_for_update().get_or_create(team=team)
+    if "use_experience" in data:
+        flags = data["use_experience"]
+        if not isinstance(flags, Mapping) or not all(
+            isinstance(k, str) and k.strip() and isinstance(v, bool) for k, v in flags.items()
+        ):
+            raise InvalidInput.for_field("use_experience", "must map role names to true or false")
+        config.use_experience = {k.strip(): v for k, v in flags.items()}
+    if "selection_template" in data:
+        template = data["selection_template"] or ""
+        if template.strip():
+            try:
+                validate_template(template)
+            except ValueError as exc:
+                raise InvalidInput.for_field("selection_template", str(exc)) from exc
+        config.selection_template = template if template.strip() else ""
+    if "llm_alias" in data:
+        if data["llm_alias"] not in selectors.LLM_ALIASES:
+            allowed = ", ".join(repr(a) for a in selectors.LLM_ALIASES)
+            raise InvalidInput.for_field("llm_alias", f"unknown alias; allowed: {allowed}")
+        config.llm_alias = data["llm_alias"]
+    config.updated_by = actor
+    config.save()
+    return config
+
+
+# --- selection -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SelectionResult:
+    role: str
+    query: str
+    context: str
+    use_experience: bool
+    skipped: str  # why no LLM was asked ("" when one was)
+    candidates: list[dict[str, str]]  # [{"exp_id", "when"}]
+    selected: list[dict[str, str]]  # [{"exp_id", "what"}]
+    prompt_text: str  # the block to inject into the role's prompt
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    raw_response: str = ""
+    backend: str = ""
+    model: str = ""
+    latency_ms: int = 0
+    log_id: str | None = None
+
+
+def _clip_context(text: str, limit: int) -> str:
+    # The end of a conversation is what the query continues from.
+    return text if len(text) <= limit else "…" + text[-(limit - 1) :]
+
+
+def experience_select(
+    *,
+    team: Team,
+    role: str,
+    query: str,
+    context: str | None = None,
+    session: Session | None = None,
+    round_id: str = "",
+    post_id: str = "",
+) -> SelectionResult:
+    """Ask the LLM which approved experiences for `role` apply to `query`, and log the exchange.
+
+    Only `when` texts go into the prompt; the result's prompt_text holds only the `what` texts of
+    the selected ones. With a `session`, the context is that session's recent messages for the role.
+    No LLM is asked (and nothing logged) when the role's use_experience is false or no experience
+    targets the role. LLM failures are logged, then raised as LLMUnavailable / LLMFailed.
+    """
+    config = selectors.experience_config_get(team=team)
+    if session is not None:
+        context = selectors.session_role_context(session=session, role=role)
+    context = _clip_context(context or "", settings.EXPERIENCE_CONTEXT_MAX_CHARS)
+    empty = {"role": role, "query": query, "context": context, "selected": [], "prompt_text": ""}
+    if not selectors.config_uses_experience(config, role):
+        return SelectionResult(
+            **empty, use_experience=False, skipped=f"use_experience is false for role {role!r}", candidates=[]
+        )
+    experiences = selectors.experience_candidates(team=team, role=role)
+    candidates = [{"exp_id": e.exp_id, "when": e.when} for e in experiences]
+    if not candidates:
+        return SelectionResult(
+            **empty, use_experience=True, skipped=f"no approved experience targets role {role!r}", candidates=[]
+        )
+
+    prompt = render_template(
+        selectors.config_template(config),
+        experiences=candidate_block([(c["exp_id"], c["when"]) for c in candidates]),
+        user_query=query,
+        context=context or "(no conversation yet)",
+    )
+    messages = [{"role": "user", "content": prompt}]
+    backend = get_backend(EXTRACTIVE_BACKEND if config.llm_alias == selectors.OFFLINE_ALIAS else None)
+    request = ChatRequest(
+        messages=messages,
+        purpose="select_experiences",
+        # OpenAI refuses json_object unless the prompt mentions JSON; a custom template may not.
+        json_object=backend.supports_json_object and "json" in prompt.lower(),
+        metadata={"candidates": candidates, "query": query, "context": context},
+    )
+    log = SelectionLog(
+        team=team,
+        role=role,
+        query=query,
+        context=context,
+        candidates=candidates,
+        messages=messages,
+        backend=backend.name,
+        model=backend.model,
+        session=session,
+        round_id=round_id,
+        post_id=post_id,
+    )
+    started = time.monotonic()
+    try:
+        answer = backend.complete(request)
+    except (LLMTransientError, LLMPermanentError) as exc:
+        log.latency_ms = int((time.monotonic() - started) * 1000)
+        log.error = exc.detail
+        log.save(force_insert=True)
+        error = LLMUnavailable if isinstance(exc, LLMTransientError) else LLMFailed
+        raise error(f"The LLM could not select experiences: {exc.detail} (selection {log.pk})") from exc
+    log.latency_ms = int((time.monotonic() - started) * 1000)
+
+    chosen = parse_selection(answer.text, [c["exp_id"] for c in candidates])
+    what = {e.exp_id: e.what for e in experiences}
+    selected = [{"exp_id": exp_id, "what": what[exp_id]} for exp_id in chosen]
+    log.raw_response = answer.text
+    log.selected = chosen
+    log.backend, log.model = answer.backend, answer.model
+    log.prompt_tokens, log.completion_tokens = answer.prompt_tokens, answer.completion_tokens
+    log.save(force_insert=True)
+    return SelectionResult(
+        role=role,
+        query=query,
+        context=context,
+        use_experience=True,
+        skipped="",
+        candidates=candidates,
+        selected=selected,
+        prompt_text=format_experience_in_prompt([(s["exp_id"], s["what"]) for s in selected]),
+        messages=messages,
+        raw_response=answer.text,
+        backend=answer.backend,
+        model=answer.model,
+        latency_ms=log.latency_ms,
+        log_id=str(log.pk),
+    )

@@ -1,0 +1,556 @@
+"""Dashboard pages for experiences (issue 5): the list with usage counts, create/edit with
+validation as you type and a live YAML preview, one experience with its revisions and diffs,
+the review queue, "try selection", import/export and the team's selection settings.
+
+Every page is scoped to the user's current team (`memory_app.views.team_page`); approving,
+disabling and changing the settings are POSTs for staff who are members of the team (the API
+asks an admin key for the same), via `a staff_action like the facts pages'`. Every write calls
+experiences_app.services, like the API and the admin.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django import forms
+from django.contrib import messages as flash
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from experiences_app import selectors, services
+from experiences_app.api.serializers import MAX_CONTEXT_CHARS, MAX_QUERY_CHARS
+from experiences_app.api.views import _uploaded
+from experiences_app.models import Experience, TeamExperienceConfig
+from experiences_app.selection import DEFAULT_SELECTION_TEMPLATE
+from experiences_app.yaml_io import (
+    EXP_ID_MAX_LENGTH,
+    MAX_TEXT_CHARS,
+    ExperienceData,
+    ExperienceValidationError,
+    dump_experience_file,
+    validate_experience,
+    write_zip,
+)
+from memory_app import selectors as memory_selectors
+from memory_app.fact_pages import _back
+from memory_app.models import Session, Team
+from memory_app.views import team_page
+from memsite.errors import Conflict, InvalidInput, LLMFailed, LLMUnavailable, NotFound
+
+EXPERIENCES_PER_PAGE = 50
+REVISIONS_SHOWN = 100
+SESSIONS_OFFERED = 50  # the newest sessions in the "try selection" picker
+MAX_UPLOADS = 500
+MAX_ROLE_CHARS = 200
+# Seed 000's configuration names these two roles; they are always offered on the settings page.
+SEED_ROLES = ("planner", "code_generator")
+STATUS_LABELS = dict(Experience.Status.choices)
+
+
+def _page_context(request: HttpRequest, team: Team, teams: list[Team], tab: str, **extra: Any) -> dict[str, Any]:
+    drafts = selectors.experience_list(team=team, status=Experience.Status.DRAFT).count()
+    return {"team": team, "teams": teams, "tab": tab, "is_staff": request.user.is_staff, "draft_count": drafts, **extra}
+
+
+def staff_action(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A team page's POST that only staff may make (the API asks an admin key): 403 for other members."""
+
+    @team_page
+    @require_POST
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, team: Team, teams: list[Team], **kwargs: Any) -> HttpResponse:
+        if not request.user.is_staff:
+            context = {"team": team, "teams": teams}
+            return render(request, "experiences_app/staff_only.html", context, status=403)
+        return view(request, *args, team=team, teams=teams, **kwargs)
+
+    return wrapper
+
+
+def _team_experience(team: Team, exp_id: str) -> Experience:
+    try:
+        return selectors.experience_get(team=team, exp_id=exp_id)
+    except NotFound as exc:
+        raise Http404(str(exc)) from exc
+
+
+def _experience_url(exp_id: str) -> str:
+    return reverse("experiences:detail", args=[exp_id])
+
+
+def _who_lines(text: str) -> list[str]:
+    """The `who` textarea: one role per line (blank lines ignored); empty = every role."""
+    return [line for line in text.splitlines() if line.strip()]
+
+
+# --- the list --------------------------------------------------------------------------------
+
+
+class ListFilterForm(forms.Form):
+    q = forms.CharField(required=False, max_length=200, label="Search")
+    role = forms.CharField(required=False, max_length=MAX_ROLE_CHARS)
+    status = forms.ChoiceField(required=False, choices=[("", "Any status"), *Experience.Status.choices])
+
+    def filters(self) -> dict[str, str | None]:
+        self.is_valid()
+        data = self.cleaned_data
+        return {name: (data.get(name) or "").strip() or None for name in ("q", "role", "status")}
+
+
+@team_page
+def experience_list(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpResponse:
+    form = ListFilterForm(request.GET)
+    found = selectors.experience_list(team=team, **form.filters())
+    page = Paginator(found, EXPERIENCES_PER_PAGE).get_page(request.GET.get("page"))
+    usage = selectors.experience_usage(team=team, exp_ids=[exp.exp_id for exp in page])
+    rows = [(exp, usage[exp.exp_id]) for exp in page]
+    filtered = any(request.GET.get(name) for name in ("q", "role", "status"))
+    context = _page_context(
+        request,
+        team,
+        teams,
+        "list",
+        form=form,
+        page=page,
+        rows=rows,
+        filtered=filtered,
+        roles=selectors.experience_roles(team=team),
+    )
+    return render(request, "experiences_app/list.html", context)
+
+
+# --- create and edit ---------------------------------------------------------------------------
+
+
+FORM_FIELDS = ("exp_id", "who", "when", "what", "note")
+
+
+class ExperienceForm(forms.Form):
+    """Shapes and sizes only; the rules are yaml_io.validate_experience's, run by the services."""
+
+    exp_id = forms.CharField(max_length=EXP_ID_MAX_LENGTH, required=False, strip=False)
+    who = forms.CharField(required=False, strip=False, max_length=100_000)
+    when = forms.CharField(required=False, strip=False, max_length=MAX_TEXT_CHARS * 2)
+    what = forms.CharField(required=False, strip=False, max_length=MAX_TEXT_CHARS * 2)
+    note = forms.CharField(required=False, max_length=500)
+
+    def values(self) -> dict[str, Any]:
+        return _values(self.cleaned_data)
+
+
+def _values(raw: dict[str, Any]) -> dict[str, Any]:
+    """validate_experience's arguments from the form's strings."""
+    return {
+        "exp_id": raw.get("exp_id", ""),
+        "who": _who_lines(raw.get("who", "")),
+        "when": raw.get("when", ""),
+        "what": raw.get("what", ""),
+    }
+
+
+def _check(values: dict[str, Any], *, team: Team, existing: Experience | None) -> tuple[dict[str, list[str]], str]:
+    """The field errors the save would raise and, when there are none, the exact file it would export.
+
+    The same rules as services.experience_create/update: yaml_io.validate_experience, the
+    reserved ids, and (for a new one) an exp_id the team does not use yet.
+    """
+    exp_id = existing.exp_id if existing else values["exp_id"]
+    errors: dict[str, list[str]] = {}
+    try:
+        clean = validate_experience(exp_id=exp_id, who=values["who"], when=values["when"], what=values["what"])
+    except ExperienceValidationError as exc:
+        errors = dict(exc.fields)
+    # The id is checked even while other fields are still being typed.
+    if existing is None and "exp_id" not in errors:
+        if exp_id.lower() in services.RESERVED_EXP_IDS:
+            errors["exp_id"] = [f"{exp_id!r} is reserved by the API; choose another id"]
+        elif selectors.experience_list(team=team).filter(exp_id=exp_id).exists():
+            errors["exp_id"] = ["already exists"]
+    if errors:
+        return errors, ""
+    return {}, dump_experience_file(clean)[1].decode()
+
+
+def _render_form(
+    request: HttpRequest,
+    team: Team,
+    teams: list[Team],
+    *,
+    experience: Experience | None,
+    raw: dict[str, str] | None = None,
+    errors: dict[str, list[str]] | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    if raw is None:
+        raw = dict.fromkeys(FORM_FIELDS, "")
+        if experience is not None:
+            who = "\n".join(experience.who)
+            raw.update(exp_id=experience.exp_id, who=who, when=experience.when, what=experience.what)
+    preview = "" if errors else _check(_values(raw), team=team, existing=experience)[1]
+    context = _page_context(
+        request, team, teams, "list", experience=experience, raw=raw, errors=errors or {}, preview=preview
+    )
+    return render(request, "experiences_app/form.html", context, status=status)
+
+
+def _save(request: HttpRequest, team: Team, teams: list[Team], experience: Experience | None) -> HttpResponse:
+    raw = {name: request.POST.get(name, "") for name in FORM_FIELDS}
+    form = ExperienceForm(request.POST)
+    if not form.is_valid():
+        errors = {name: list(problems) for name, problems in form.errors.items()}
+        return _render_form(request, team, teams, experience=experience, raw=raw, errors=errors, status=400)
+    values, note = form.values(), form.cleaned_data["note"]
+    actor = services.actor_label(user=request.user)
+    try:
+        if experience is None:
+            saved = services.experience_create(team=team, **values, actor=actor, note=note)
+            flash.success(request, f"Created {saved.exp_id} as a draft: staff approve it before it can be selected.")
+        else:
+            before = experience.revision
+            fields = {name: values[name] for name in services.CONTENT_FIELDS}
+            saved = services.experience_update(experience=experience, data=fields, actor=actor, note=note)
+            if saved.revision == before:
+                flash.info(request, "Nothing changed, so no revision was added.")
+            else:
+                drafted = saved.status == Experience.Status.DRAFT
+                again = " It is a draft again until staff approve it." if drafted else ""
+                flash.success(request, f"Saved revision {saved.revision} of {saved.exp_id}.{again}")
+    except (InvalidInput, Conflict) as exc:
+        errors = exc.fields or {"form": [exc.detail]}
+        status = 409 if isinstance(exc, Conflict) else 400
+        return _render_form(request, team, teams, experience=experience, raw=raw, errors=errors, status=status)
+    return redirect(_experience_url(saved.exp_id))
+
+
+@team_page
+def experience_new(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpResponse:
+    if request.method == "POST":
+        return _save(request, team, teams, None)
+    return _render_form(request, team, teams, experience=None)
+
+
+@team_page
+def experience_edit(request: HttpRequest, exp_id: str, *, team: Team, teams: list[Team]) -> HttpResponse:
+    experience = _team_experience(team, exp_id)
+    if request.method == "POST":
+        return _save(request, team, teams, experience)
+    return _render_form(request, team, teams, experience=experience)
+
+
+@team_page
+@require_POST
+def experience_validate(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpResponse:
+    """The form's field errors and YAML preview as JSON, for static/js/experience_form.js.
+
+    POST (texts can be long) with the page's CSRF token; `existing` names the experience being
+    edited (its exp_id cannot change).
+    """
+    form = ExperienceForm(request.POST)
+    if not form.is_valid():
+        return JsonResponse({"valid": False, "errors": form.errors.get_json_data(), "file_name": "", "yaml": ""})
+    existing = None
+    if request.POST.get("existing"):
+        existing = _team_experience(team, request.POST["existing"])
+    values = form.values()
+    errors, text = _check(values, team=team, existing=existing)
+    exp_id = existing.exp_id if existing else values["exp_id"]
+    return JsonResponse(
+        {
+            "valid": not errors,
+            "errors": {name: [{"message": m} for m in problems] for name, problems in errors.items()},
+            "file_name": f"handcrafted_exp_{exp_id}.yaml" if text else "",
+            "yaml": text,
+        }
+    )
+
+
+# --- one experience --------------------------------------------------------------------------
+
+
+def _diff_rows(text: str) -> list[tuple[str, str]]:
+    """A unified diff as (kind, line) for colouring: add, del, hunk, file or same."""
+    rows = []
+    for line in text.splitlines():
+        if line.startswith(("+++", "---")):
+            kind = "file"
+        elif line.startswith("@@"):
+            kind = "hunk"
+        elif line.startswith("+"):
+            kind = "add"
+        elif line.startswith("-"):
+            kind = "del"
+        else:
+            kind = "same"
+        rows.append((kind, line))
+    return rows
+
+
+def _revision_number(value: str | None, default: int, last: int) -> int:
+    if value and value.isascii() and value.isdigit() and len(value) < 10:
+        return min(max(int(value), 1), last)
+    return default
+
+
+@team_page
+def experience_detail(request: HttpRequest, exp_id: str, *, team: Team, teams: list[Team]) -> HttpResponse:
+    experience = _team_experience(team, exp_id)
+    revisions = list(selectors.experience_revisions(experience=experience)[:REVISIONS_SHOWN])
+    last = max(experience.revision, 1)
+    b = _revision_number(request.GET.get("b"), last, last)
+    a = _revision_number(request.GET.get("a"), max(b - 1, 1), last)
+    diff = []
+    try:
+        diffs = selectors.experience_revision_diff(experience=experience, a=a, b=b)
+    except NotFound:
+        diffs = {}
+    for field, text in diffs.items():
+        if text:
+            diff.append((field, _diff_rows(text)))
+    usage = selectors.experience_usage(team=team, exp_ids=[experience.exp_id])[experience.exp_id]
+    file_name, content = dump_experience_file(
+        ExperienceData(exp_id=experience.exp_id, who=list(experience.who), when=experience.when, what=experience.what)
+    )
+    context = _page_context(
+        request,
+        team,
+        teams,
+        "list",
+        experience=experience,
+        revisions=revisions,
+        a=a,
+        b=b,
+        diff=diff,
+        usage=usage,
+        file_name=file_name,
+        yaml=content.decode(),
+    )
+    return render(request, "experiences_app/detail.html", context)
+
+
+@staff_action
+def experience_approve(request: HttpRequest, exp_id: str, *, team: Team, teams: list[Team]) -> HttpResponse:
+    experience = _team_experience(team, exp_id)
+    if experience.status == Experience.Status.APPROVED:
+        flash.info(request, f"{experience.exp_id} is already approved.")
+    else:
+        actor = services.actor_label(user=request.user)
+        services.experience_approve(experience=experience, actor=actor, note=request.POST.get("note", "")[:500])
+        flash.success(request, f"Approved {experience.exp_id}: it is now a candidate for its roles.")
+    return _back(request, _experience_url(experience.exp_id))
+
+
+@staff_action
+def experience_disable(request: HttpRequest, exp_id: str, *, team: Team, teams: list[Team]) -> HttpResponse:
+    experience = _team_experience(team, exp_id)
+    if experience.status == Experience.Status.DISABLED:
+        flash.info(request, f"{experience.exp_id} is already disabled.")
+    else:
+        actor = services.actor_label(user=request.user)
+        services.experience_disable(experience=experience, actor=actor, note=request.POST.get("note", "")[:500])
+        flash.success(request, f"Disabled {experience.exp_id}: it is no longer a candidate. Approve it to restore it.")
+    return _back(request, _experience_url(experience.exp_id))
+
+
+# --- review queue ------------------------------------------------------------------------------
+
+
+@team_page
+def experience_review(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpResponse:
+    drafts = selectors.experience_list(team=team, status=Experience.Status.DRAFT).order_by("updated_at", "exp_id")
+    page = Paginator(drafts, EXPERIENCES_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "experiences_app/review.html", _page_context(request, team, teams, "review", page=page))
+
+
+# --- try selection -----------------------------------------------------------------------------
+
+
+class TryForm(forms.Form):
+    role = forms.CharField(max_length=MAX_ROLE_CHARS)
+    query = forms.CharField(max_length=MAX_QUERY_CHARS, strip=False)
+    session = forms.UUIDField(required=False)
+    context = forms.CharField(required=False, strip=False, max_length=MAX_CONTEXT_CHARS)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("session") and (data.get("context") or "").strip():
+            self.add_error("context", "Pick a session or write a context, not both.")
+        if not (data.get("query") or "").strip() and "query" not in self.errors:
+            self.add_error("query", "This field is required.")
+        return data
+
+
+@team_page
+def experience_try(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpResponse:
+    """GET shows the form; POST runs services.experience_select (it asks the LLM and logs, like the API)."""
+    form = TryForm(request.POST if request.method == "POST" else None)
+    result, error, status = None, "", 200
+    if request.method == "POST":
+        if form.is_valid():
+            data = form.cleaned_data
+            session: Session | None = None
+            try:
+                if data["session"]:
+                    session = memory_selectors.session_get(team=team, session_id=data["session"])
+                result = services.experience_select(
+                    team=team, role=data["role"].strip(), query=data["query"], context=data["context"], session=session
+                )
+            except NotFound:
+                form.add_error("session", "No session of this team has that id.")
+                status = 400
+            except (LLMUnavailable, LLMFailed) as exc:
+                error, status = exc.detail, 502
+        else:
+            status = 400
+    sessions = memory_selectors.session_list(team=team).order_by("-created_at")[:SESSIONS_OFFERED]
+    chosen = {s["exp_id"] for s in result.selected} if result else set()
+    context = _page_context(
+        request,
+        team,
+        teams,
+        "try",
+        form=form,
+        result=result,
+        chosen=chosen,
+        error=error,
+        sessions=sessions,
+        roles=selectors.experience_roles(team=team),
+        llm_alias=selectors.experience_config_get(team=team).llm_alias,
+        parsed=json.dumps([s["exp_id"] for s in result.selected]) if result else "",
+        messages_json=json.dumps(result.messages, ensure_ascii=False, indent=2) if result else "",
+    )
+    return render(request, "experiences_app/try.html", context, status=status)
+
+
+@team_page
+def selection_log_download(request: HttpRequest, log_id: str, *, team: Team, teams: list[Team]) -> HttpResponse:
+    """Seed 000's prompt log of one selection, `{role}_experience_selection_log_{round}_{post}.json`."""
+    try:
+        log = selectors.selection_log_get(team=team, log_id=log_id)
+    except NotFound as exc:
+        raise Http404(str(exc)) from exc
+    log_file = selectors.selection_log_file(log=log)
+    response = HttpResponse(log_file.content, content_type="application/json")
+    response["Content-Disposition"] = f'attachment; filename="{log_file.name}"'
+    return response
+
+
+# --- import / export ---------------------------------------------------------------------------
+
+
+@team_page
+def experience_import(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpResponse:
+    """Upload a zip and/or handcrafted_exp_*.yaml files; approving what the import writes is for staff."""
+    report, error, status = None, "", 200
+    dry_run = approve = False
+    if request.method == "POST":
+        uploads = request.FILES.getlist("files")
+        dry_run, approve = request.POST.get("dry_run") == "on", request.POST.get("approve") == "on"
+        if approve and not request.user.is_staff:
+            error, status = "Only staff may approve what an import writes.", 403
+        elif not uploads:
+            error, status = "Choose handcrafted_exp_*.yaml files or a zip of them.", 400
+        elif len(uploads) > MAX_UPLOADS:
+            error, status = f"At most {MAX_UPLOADS} files at once; put more in a zip.", 400
+        else:
+            try:
+                files = [item for upload in uploads for item in _uploaded(upload)]
+                report = services.experiences_import(
+                    team=team,
+                    files=files,
+                    actor=services.actor_label(user=request.user),
+                    dry_run=dry_run,
+                    approve=approve,
+                )
+            except InvalidInput as exc:
+                error, status = exc.detail, 400
+    counts = selectors.experience_list(team=team).count()
+    context = _page_context(
+        request,
+        team,
+        teams,
+        "files",
+        report=report,
+        error=error,
+        dry_run=dry_run,
+        approve=approve,
+        total=counts,
+        sections=([(key, report[key]) for key in ("created", "updated", "unchanged", "rejected")] if report else []),
+    )
+    return render(request, "experiences_app/import.html", context, status=status)
+
+
+@team_page
+def experience_export(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpResponse:
+    status = request.GET.get("status") or None
+    if status is not None and status not in STATUS_LABELS:
+        raise Http404("No such status.")
+    archive = write_zip(services.experiences_export(team=team, status=status))
+    response = HttpResponse(archive, content_type="application/zip")
+    name = f"experiences-{team.name}{'-' + status if status else ''}.zip".replace('"', "")
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+# --- settings --------------------------------------------------------------------------------
+
+
+def _config_roles(team: Team, config: TeamExperienceConfig) -> list[tuple[str, bool]]:
+    """Every role worth a switch (seed 000's two, those configured, those experiences name)."""
+    names: dict[str, str] = {}
+    for role in (*SEED_ROLES, *config.use_experience, *selectors.experience_roles(team=team)):
+        names.setdefault(selectors.role_key(role), role)
+    return [(role, selectors.config_uses_experience(config, role)) for role in sorted(names.values(), key=str.lower)]
+
+
+def _render_config(
+    request: HttpRequest,
+    team: Team,
+    teams: list[Team],
+    *,
+    template: str | None = None,
+    errors: dict[str, list[str]] | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    config = selectors.experience_config_get(team=team)
+    context = _page_context(
+        request,
+        team,
+        teams,
+        "config",
+        config=config,
+        roles=_config_roles(team, config),
+        template=config.selection_template if template is None else template,
+        default_template=DEFAULT_SELECTION_TEMPLATE,
+        aliases=[("", "The configured LLM"), (selectors.OFFLINE_ALIAS, "Offline (keyword ranking, no LLM)")],
+        errors=errors or {},
+    )
+    return render(request, "experiences_app/config.html", context, status=status)
+
+
+@team_page
+def experience_config(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpResponse:
+    return _render_config(request, team, teams)
+
+
+@staff_action
+def experience_config_save(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpResponse:
+    roles = request.POST.getlist("role")
+    flags = request.POST.getlist("use")
+    use = {role.strip(): flag == "on" for role, flag in zip(roles, flags, strict=False) if role.strip()}
+    new_role = request.POST.get("new_role", "").strip()
+    if new_role:
+        use[new_role[:MAX_ROLE_CHARS]] = request.POST.get("new_use", "on") == "on"
+    template = request.POST.get("selection_template", "")
+    data = {"use_experience": use, "selection_template": template, "llm_alias": request.POST.get("llm_alias", "")}
+    try:
+        services.experience_config_update(team=team, data=data, actor=services.actor_label(user=request.user))
+    except InvalidInput as exc:
+        return _render_config(request, team, teams, template=template, errors=exc.fields, status=400)
+    flash.success(request, "Experience settings saved.")
+    return redirect("experiences:config")

@@ -1,0 +1,75 @@
+"""manage.py import_experiences / export_experiences."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from experiences_app.models import Experience
+from tests.experiences_app.test_import_export import SEED_DIRECTORY, SEED_FILE
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def seed_dir(tmp_path):
+    directory = tmp_path / "experience"
+    directory.mkdir()
+    for name, content in SEED_DIRECTORY.items():
+        (directory / name).write_bytes(content)
+    (directory / "notes.yaml").write_bytes(b"not: an experience")  # outside seed 000's glob
+    return directory
+
+
+def run(*args):
+    out = StringIO()
+    try:
+        call_command(*args, stdout=out)
+    except CommandError as exc:
+        return out.getvalue(), exc
+    return out.getvalue(), None
+
+
+def test_import_prints_the_report_and_fails_when_files_were_rejected(tenant, seed_dir):
+    output, error = run("import_experiences", str(seed_dir), "--team", "alpha")
+    assert error is not None and error.returncode == 1 and "2 file(s) rejected" in str(error)
+    assert "created   file-validation (handcrafted_exp_a_file.yaml)" in output
+    assert "created   legacy-tip (handcrafted_exp_b_legacy.yaml)" in output
+    assert "rejected  handcrafted_exp_d_broken.yaml, line 3:" in output
+    assert "team 'alpha': 2 created, 0 updated, 0 unchanged, 2 rejected" in output
+    assert sorted(Experience.objects.values_list("exp_id", "status")) == [
+        ("file-validation", "draft"),
+        ("legacy-tip", "draft"),
+    ]
+
+
+def test_dry_run_and_approve(tenant, seed_dir):
+    for name in ("handcrafted_exp_c_duplicate.yaml", "handcrafted_exp_d_broken.yaml"):
+        (seed_dir / name).unlink()
+    output, error = run("import_experiences", str(seed_dir), "--team", "alpha", "--dry-run")
+    assert error is None and "[dry run] created" in output and not Experience.objects.exists()
+    output, error = run("import_experiences", str(seed_dir), "--team", "alpha", "--approve")
+    assert error is None
+    assert set(Experience.objects.values_list("status", "reviewer")) == {("approved", "command:import_experiences")}
+
+
+def test_export_then_import_round_trips_byte_for_byte(tenant, seed_dir, tmp_path):
+    run("import_experiences", str(seed_dir), "--team", "alpha")
+    out_dir = tmp_path / "exported"
+    output, error = run("export_experiences", str(out_dir), "--team", "alpha")
+    assert error is None and "Wrote 2 experience file(s)" in output
+    assert (out_dir / "handcrafted_exp_file-validation.yaml").read_bytes() == SEED_FILE
+    first = {path.name: path.read_bytes() for path in out_dir.iterdir()}
+
+    output, error = run("import_experiences", str(out_dir), "--team", "alpha")
+    assert error is None and "0 created, 0 updated, 2 unchanged, 0 rejected" in output
+    again = tmp_path / "again"
+    run("export_experiences", str(again), "--team", "alpha")
+    assert {path.name: path.read_bytes() for path in again.iterdir()} == first
+
+
+def test_an_unknown_team_is_an_error(db, seed_dir):
+    _, error = run("import_experiences", str(seed_dir), "--team", "nobody")
+    assert error is not None and "No team named 'nobody'" in str(error)

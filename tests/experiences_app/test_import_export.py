@@ -1,0 +1,118 @@
+"""Import and export of seed 000's files through the API (multipart files or a zip)."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from experiences_app.models import Experience
+from experiences_app.yaml_io import read_zip, write_zip
+
+pytestmark = pytest.mark.django_db
+
+SEED_FILE = b"""exp_id: file-validation
+who:
+  - CodeInterpreter
+when: |
+  Use when user requests file operations or FileNotFoundError occurred.
+what: |
+  Always check os.path.exists() before reading files.
+"""
+LEGACY_FILE = b"exp_id: legacy-tip\nexperience_text: Keep answers short.\n"
+DUPLICATE_FILE = b"exp_id: file-validation\nwhen: other\nwhat: other\n"
+BROKEN_FILE = b"exp_id: broken\nwhen: [unclosed\nwhat: x\n"
+SEED_DIRECTORY = {
+    "handcrafted_exp_a_file.yaml": SEED_FILE,
+    "handcrafted_exp_b_legacy.yaml": LEGACY_FILE,
+    "handcrafted_exp_c_duplicate.yaml": DUPLICATE_FILE,
+    "handcrafted_exp_d_broken.yaml": BROKEN_FILE,
+}
+
+
+def upload(client, files: dict[str, bytes], **fields):
+    uploads = [SimpleUploadedFile(name, content) for name, content in files.items()]
+    return client.post("/api/v1/experiences/import/", {"files": uploads, **fields}, format="multipart")
+
+
+def exp_ids(report, kind):
+    return [entry["exp_id"] for entry in report[kind]]
+
+
+def test_import_reports_created_legacy_duplicate_and_broken_files(api):
+    response = upload(api, SEED_DIRECTORY)
+    assert response.status_code == 200, response.content
+    report = response.json()
+    assert exp_ids(report, "created") == ["file-validation", "legacy-tip"]
+    assert report["updated"] == report["unchanged"] == []
+    rejected = {entry["file"]: entry for entry in report["rejected"]}
+    assert set(rejected) == {"handcrafted_exp_c_duplicate.yaml", "handcrafted_exp_d_broken.yaml"}
+    assert rejected["handcrafted_exp_c_duplicate.yaml"]["line"] == 1
+    assert "handcrafted_exp_a_file.yaml" in rejected["handcrafted_exp_c_duplicate.yaml"]["error"]
+    assert rejected["handcrafted_exp_d_broken.yaml"]["line"] == 3
+    legacy = Experience.objects.get(exp_id="legacy-tip")
+    assert legacy.when == legacy.what == "Keep answers short." and legacy.status == "draft"
+    assert legacy.revisions.get().note == "imported from handcrafted_exp_b_legacy.yaml"
+
+
+def test_a_dry_run_reports_without_writing(api):
+    report = upload(api, SEED_DIRECTORY, dry_run="true").json()
+    assert report["dry_run"] is True and exp_ids(report, "created") == ["file-validation", "legacy-tip"]
+    assert not Experience.objects.exists()
+
+
+def test_reimport_updates_changed_files_and_approve_needs_an_admin_key(api, admin_api):
+    upload(api, {"handcrafted_exp_x.yaml": SEED_FILE})
+    assert upload(api, {"handcrafted_exp_x.yaml": SEED_FILE}, approve="true").status_code == 403
+    changed = SEED_FILE.replace(b"Always check", b"Always verify")
+    report = upload(admin_api, {"handcrafted_exp_x.yaml": changed}, approve="true").json()
+    assert exp_ids(report, "updated") == ["file-validation"]
+    experience = Experience.objects.get()
+    assert experience.status == "approved" and experience.what.startswith("Always verify")
+    assert experience.revision == 2 and experience.reviewer == "key:alpha-admin"
+
+
+def test_export_then_import_round_trips_byte_for_byte(api):
+    upload(api, SEED_DIRECTORY)
+    exported = api.get("/api/v1/experiences/export/")
+    assert exported.status_code == 200
+    assert exported["Content-Type"] == "application/zip"
+    assert "attachment" in exported["Content-Disposition"]
+    files = dict(read_zip(exported.content))
+    assert files["handcrafted_exp_file-validation.yaml"] == SEED_FILE  # the seed's own format
+    assert set(files) == {"handcrafted_exp_file-validation.yaml", "handcrafted_exp_legacy-tip.yaml"}
+
+    archive = SimpleUploadedFile("experiences.zip", exported.content, content_type="application/zip")
+    report = api.post("/api/v1/experiences/import/", {"archive": archive}, format="multipart").json()
+    assert exp_ids(report, "unchanged") == ["file-validation", "legacy-tip"]
+    assert report["created"] == report["updated"] == report["rejected"] == []
+    assert api.get("/api/v1/experiences/export/").content == exported.content
+
+
+def test_export_can_keep_one_status(api, admin_api):
+    upload(api, SEED_DIRECTORY)
+    admin_api.post("/api/v1/experiences/legacy-tip/approve/")
+    names = [name for name, _ in read_zip(api.get("/api/v1/experiences/export/", {"status": "approved"}).content)]
+    assert names == ["handcrafted_exp_legacy-tip.yaml"]
+
+
+def test_a_zip_upload_is_unpacked_and_a_bad_archive_refused(api):
+    archive = write_zip([("handcrafted_exp_b_legacy.yaml", LEGACY_FILE), ("README.md", b"# notes")])
+    report = upload(api, {"bundle.zip": archive}).json()
+    assert exp_ids(report, "created") == ["legacy-tip"]
+    assert [entry["file"] for entry in report["rejected"]] == ["README.md"]
+
+    broken = upload(api, {"bundle.zip": b"not a zip"})
+    assert broken.status_code == 400 and "archive" in broken.json()["fields"]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as handle:
+        handle.writestr("handcrafted_exp_big.yaml", b"x" * 200_000)
+    too_big = upload(api, {"big.zip": buffer.getvalue()}).json()
+    assert "bytes" in too_big["rejected"][0]["error"]
+
+
+def test_an_import_without_files_is_refused(api):
+    response = api.post("/api/v1/experiences/import/", {}, format="multipart")
+    assert response.status_code == 400 and "files" in response.json()["fields"]

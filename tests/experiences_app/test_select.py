@@ -1,0 +1,225 @@
+"""Selection (seed 000's Selection Flow) against the scripted OpenAI-compatible server, and offline."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from experiences_app.models import SelectionLog
+from experiences_app.selection import INJECTED_DELIMITER
+from tests.experiences_app.conftest import add_experience
+from tests.llm_server import Fail, Garbage, Reply
+
+pytestmark = pytest.mark.django_db
+
+FILE_WHEN = "Use when user requests file operations or FileNotFoundError occurred."
+FILE_WHAT = "Always check os.path.exists() before reading files."
+PLOT_WHEN = "Use when the user asks for a chart or plot of data."
+PLOT_WHAT = "Label both axes and give every plot a title."
+
+
+@pytest.fixture
+def experiences(tenant):
+    add_experience(tenant.team, "file-validation", when=FILE_WHEN, what=FILE_WHAT, who=["CodeInterpreter"])
+    add_experience(tenant.team, "plot-style", when=PLOT_WHEN, what=PLOT_WHAT)  # every role
+    add_experience(tenant.team, "planner-only", when="Use when planning steps.", what="Plan briefly.", who=["Planner"])
+    add_experience(tenant.team, "draft-one", when="Use when files are read.", what="DRAFT WHAT", status="draft")
+    add_experience(tenant.team, "disabled-one", when="Use when files are read.", what="OFF WHAT", status="disabled")
+
+
+def select(api, **body):
+    body.setdefault("role", "CodeInterpreter")
+    body.setdefault("query", "read data.csv and plot it")
+    return api.post("/api/v1/experiences/select/", body, format="json")
+
+
+def prompt_of(request_body) -> str:
+    return request_body["messages"][-1]["content"]
+
+
+def test_it_selects_from_a_json_object_and_injects_only_the_what_texts(api, experiences, llm_server):
+    llm_server.script(Reply('{"file-validation": true, "plot-style": false}'))
+    response = select(api, round_id="r1", post_id="p2")
+
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert [c["exp_id"] for c in body["candidates"]] == ["file-validation", "plot-style"]
+    assert body["selected"] == [{"exp_id": "file-validation", "what": FILE_WHAT}]
+    assert FILE_WHAT in body["prompt_text"] and "file-validation" in body["prompt_text"]
+    assert INJECTED_DELIMITER in body["prompt_text"] and PLOT_WHAT not in body["prompt_text"]
+    # The LLM saw only `when` texts, asked for a JSON object.
+    sent = llm_server.requests[-1]
+    assert sent["response_format"] == {"type": "json_object"}
+    assert FILE_WHEN in prompt_of(sent) and PLOT_WHEN in prompt_of(sent)
+    for hidden in (FILE_WHAT, PLOT_WHAT, "draft-one", "disabled-one", "planner-only"):
+        assert hidden not in prompt_of(sent)
+
+    log = SelectionLog.objects.get(pk=body["log_id"])
+    assert log.selected == ["file-validation"]
+    assert log.raw_response == '{"file-validation": true, "plot-style": false}'
+    assert log.messages == sent["messages"] == body["messages"]
+    assert (log.backend, log.model, log.role) == ("openai", "scripted-model", "CodeInterpreter")
+    assert (log.round_id, log.post_id, log.error) == ("r1", "p2", "")
+    assert log.candidates == body["candidates"]
+    assert (log.prompt_tokens, log.completion_tokens) == (11, 7)
+
+
+def test_it_accepts_a_json_array_of_ids(api, experiences, llm_server):
+    llm_server.script(Reply('["plot-style"]'))
+    body = select(api).json()
+    assert [s["exp_id"] for s in body["selected"]] == ["plot-style"]
+    assert SelectionLog.objects.get(pk=body["log_id"]).selected == ["plot-style"]
+
+
+def test_it_falls_back_to_ids_written_in_plain_text(api, experiences, llm_server):
+    llm_server.script(Reply("Both apply: plot-style, and file-validation because a file is read."))
+    body = select(api).json()
+    assert [s["exp_id"] for s in body["selected"]] == ["file-validation", "plot-style"]
+    assert SelectionLog.objects.get(pk=body["log_id"]).selected == ["file-validation", "plot-style"]
+
+
+def test_it_never_returns_ids_that_were_not_candidates(api, experiences, llm_server):
+    llm_server.script(Reply('{"draft-one": true, "disabled-one": true, "planner-only": true, "made-up": true}'))
+    body = select(api).json()
+    assert body["selected"] == [] and body["prompt_text"] == ""
+    log = SelectionLog.objects.get(pk=body["log_id"])
+    assert log.selected == [] and "made-up" in log.raw_response
+
+
+def test_a_garbage_answer_selects_nothing_and_is_logged(api, experiences, llm_server):
+    llm_server.script(Reply("I cannot help with that {"))
+    body = select(api).json()
+    assert body["selected"] == []
+    assert SelectionLog.objects.get(pk=body["log_id"]).raw_response == "I cannot help with that {"
+
+
+def test_an_unreadable_http_body_answers_503_and_logs_the_failure(api, experiences, llm_server):
+    llm_server.script(Garbage())
+    response = select(api)
+    assert response.status_code == 503
+    assert response.json()["error"] == "llm_unavailable"
+    log = SelectionLog.objects.get()
+    assert "malformed" in log.error and log.selected == [] and log.raw_response == ""
+    assert str(log.pk) in response.json()["detail"]
+
+
+def test_server_errors_answer_503_and_refusals_502(api, experiences, llm_server):
+    llm_server.script(Fail(500))
+    assert select(api).json()["error"] == "llm_unavailable"
+    llm_server.script(Fail(400))
+    response = select(api)
+    assert response.status_code == 502
+    assert response.json()["error"] == "llm_error"
+    errors = sorted(SelectionLog.objects.values_list("error", flat=True))
+    assert errors == ["request refused (400)", "server error (500)"]
+
+
+def test_the_who_filter_keeps_the_roles_experiences_and_those_for_every_role(api, experiences, llm_server):
+    llm_server.script(Reply("{}"))
+    body = select(api, role="planner").json()  # roles compare case-insensitively
+    assert [c["exp_id"] for c in body["candidates"]] == ["planner-only", "plot-style"]
+    prompt = prompt_of(llm_server.requests[-1])
+    assert "planner-only" in prompt and FILE_WHEN not in prompt
+    assert SelectionLog.objects.get().candidates == body["candidates"]
+
+
+def test_the_default_template_undoubles_braces_and_keeps_values_literal(api, experiences, llm_server):
+    llm_server.script(Reply("{}"))
+    body = select(api, query="use {context} and {0} and {{x}}", context="ctx with {user_query}").json()
+    prompt = prompt_of(llm_server.requests[-1])
+    assert '{"file-validation": true, "plot-style": false}' in prompt  # the template's {{ }} undoubled
+    assert "use {context} and {0} and {{x}}" in prompt  # the query is inserted, never formatted
+    assert "ctx with {user_query}" in prompt
+    assert SelectionLog.objects.get(pk=body["log_id"]).messages[0]["content"] == prompt
+
+
+def test_a_team_template_replaces_the_default(api, admin_api, experiences, llm_server):
+    template = 'Pick ids.\n{experiences}\nQuery: {user_query}\nSeen: {context}\nAnswer like {{"id": true}}'
+    saved = admin_api.put("/api/v1/experiences/config/", {"selection_template": template}, format="json")
+    assert saved.status_code == 200, saved.content
+    llm_server.script(Reply('{"plot-style": true}'))
+    body = select(api, context="earlier talk").json()
+
+    sent = llm_server.requests[-1]
+    assert prompt_of(sent).startswith("Pick ids.\n- id: file-validation\n  when: " + FILE_WHEN)
+    assert prompt_of(sent).endswith('Seen: earlier talk\nAnswer like {"id": true}')
+    assert "response_format" not in sent  # OpenAI refuses json_object when the prompt never says JSON
+    assert SelectionLog.objects.get(pk=body["log_id"]).selected == ["plot-style"]
+
+
+def test_a_template_with_a_lone_brace_or_unknown_placeholder_is_refused(admin_api):
+    for template in ("{experiences} {oops}", "{experiences} {", "no candidates here"):
+        response = admin_api.put("/api/v1/experiences/config/", {"selection_template": template}, format="json")
+        assert response.status_code == 400
+        assert "selection_template" in response.json()["fields"]
+
+
+def test_a_role_without_use_experience_gets_an_empty_selection_without_an_llm_call(
+    api, admin_api, experiences, llm_server
+):
+    admin_api.put("/api/v1/experiences/config/", {"use_experience": {"code_generator": False}}, format="json")
+    body = select(api, role="Code_Generator").json()
+    assert body["use_experience"] is False and body["selected"] == [] and body["log_id"] is None
+    assert "use_experience is false" in body["skipped"]
+    assert llm_server.requests == [] and not SelectionLog.objects.exists()
+
+
+def test_no_candidates_means_no_llm_call(api, llm_server):
+    body = select(api, role="Nobody").json()
+    assert body["candidates"] == [] and "no approved experience" in body["skipped"]
+    assert llm_server.requests == []
+
+
+def test_a_session_gives_the_roles_recent_messages_as_context(api, session_id, experiences, llm_server, settings):
+    settings.EXPERIENCE_CONTEXT_MESSAGES = 3
+    messages = [
+        {"role": "user", "content": "ancient planner note", "send_from": "User", "send_to": "Planner"},
+        {"role": "assistant", "content": "hello planner", "send_from": "User", "send_to": "Planner"},
+        {"role": "assistant", "content": "secret for the interpreter", "send_from": "Planner", "send_to": "Coder"},
+        {"role": "assistant", "content": "plan: read the csv", "send_from": "Planner", "send_to": "User"},
+        {"role": "user", "content": "thanks {0}", "send_from": "User", "send_to": "Planner"},
+    ]
+    api.post(f"/api/v1/sessions/{session_id}/messages/", {"messages": messages}, format="json")
+    llm_server.script(Reply("{}"))
+    body = select(api, role="planner", session_id=session_id, query="q").json()
+
+    assert body["context"] == "Planner -> Coder: secret for the interpreter\nPlanner -> User: plan: read the csv\n" + (
+        "User -> Planner: thanks {0}"
+    )
+    assert body["context"] in prompt_of(llm_server.requests[-1])
+    assert str(SelectionLog.objects.get().session_id) == session_id
+
+
+def test_context_and_session_together_are_refused(api, session_id):
+    response = select(api, context="x", session_id=session_id)
+    assert response.status_code == 400 and "context" in response.json()["fields"]
+
+
+def test_the_offline_backend_selects_by_relevance(api, experiences, settings):
+    settings.LLM_BASE_URL, settings.LLM_BACKEND = "", ""
+    body = select(api, query="I got FileNotFoundError opening report.txt").json()
+    assert [s["exp_id"] for s in body["selected"]] == ["file-validation"]
+    log = SelectionLog.objects.get(pk=body["log_id"])
+    assert log.backend == "extractive" and json.loads(log.raw_response) == {
+        "file-validation": True,
+        "plot-style": False,
+    }
+
+
+def test_the_offline_alias_keeps_the_llm_out(api, admin_api, experiences, llm_server):
+    admin_api.put("/api/v1/experiences/config/", {"llm_alias": "offline"}, format="json")
+    body = select(api, query="draw a chart plot of sales").json()
+    assert [s["exp_id"] for s in body["selected"]] == ["plot-style"]
+    assert llm_server.requests == [] and body["backend"] == "extractive"
+
+
+def test_selection_reads_a_bounded_number_of_queries(api, tenant, experiences, settings):
+    settings.LLM_BASE_URL, settings.LLM_BACKEND = "", ""
+    for index in range(30):
+        add_experience(tenant.team, f"extra-{index}", when=f"Use when topic {index} comes up.", what="x")
+    with CaptureQueriesContext(connection) as queries:
+        assert select(api).status_code == 200
+    assert len(queries) <= 6, [q["sql"] for q in queries]
