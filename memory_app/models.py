@@ -95,6 +95,9 @@ class Session(models.Model):
     # current by every write so the threshold check costs nothing.
     active_tokens = models.PositiveBigIntegerField(default=0)
     last_seq = models.PositiveBigIntegerField(default=0)
+    # Scratch entries (seed 004) waiting for the next assistant message: read by the append's
+    # own session-row UPDATE, so an append with nothing pending pays nothing for the feature.
+    pending_scratch = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -170,6 +173,11 @@ class Message(models.Model):
     send_from = models.CharField(max_length=200, null=True, blank=True)
     send_to = models.CharField(max_length=200, null=True, blank=True)
     meta = VerbatimJSONField(null=True, blank=True)
+    # A post of seed 000 is a message in a round; `post_id` is the post's own id ("post-...").
+    round = models.ForeignKey(
+        "memory_app.Round", on_delete=models.SET_NULL, related_name="posts", null=True, blank=True
+    )
+    post_id = models.CharField(max_length=64, null=True, blank=True)
     token_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -411,3 +419,7 @@ class Fact(models.Model):
 
     def __str__(self) -> str:
         return f"({self.subject}, {self.predicate}, {self.object})"
+
+
+from memory_app.agent_memory_models import AgentMemory, AgentMemoryEntry  # noqa: E402, F401  (seed 002 records)
+from memory_app.round_models import Attachment, Round, ScratchEntry, SharedMemoryEntry  # noqa: E402, F401  (seed 000/004)

@@ -12,7 +12,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from memory_app import compaction, counting, fact_extraction
+from memory_app import compaction, counting, fact_extraction, scratch
 from memory_app.auth import generate_key, key_digest, key_prefix
 from memory_app.memory_config import parse_config
 from memory_app.models import ApiKey, CompactionRun, MemoryEvent, MemoryType, Message, Session, Team
@@ -197,6 +197,7 @@ class Reserved:
     active_tokens: int
     compaction_threshold: int | None
     memory_type: str = MemoryType.CONVERSATION_HISTORY
+    pending_scratch: int = 0
 
     @property
     def over_threshold(self) -> bool:
@@ -208,7 +209,7 @@ class Reserved:
 _RESERVE_SQL = (
     f"UPDATE {Session._meta.db_table} SET last_seq = last_seq + %s, active_tokens = active_tokens + %s, "  # noqa: S608
     "updated_at = %s WHERE id = %s AND team_id = %s "
-    "RETURNING last_seq, active_tokens, compaction_threshold, memory_type"
+    "RETURNING last_seq, active_tokens, compaction_threshold, memory_type, pending_scratch"
 )
 
 
@@ -227,7 +228,13 @@ def _reserve_seqs(*, session_id: uuid.UUID, team_id: int, count: int, added_toke
         row = cursor.fetchone()
     if row is None:
         raise NotFound("Session not found.")
-    return Reserved(last_seq=int(row[0]), active_tokens=int(row[1]), compaction_threshold=row[2], memory_type=row[3])
+    return Reserved(
+        last_seq=int(row[0]),
+        active_tokens=int(row[1]),
+        compaction_threshold=row[2],
+        memory_type=row[3],
+        pending_scratch=int(row[4]),
+    )
 
 
 @functools.lru_cache(maxsize=64)
@@ -256,7 +263,7 @@ def _numbered_insert_sql(count: int, attnames: tuple[str, ...]) -> str:
         f"i AS (INSERT INTO {quote(Message._meta.db_table)} ({columns}) "
         f"SELECT {selected} FROM s, (VALUES {', '.join([values] * count)}) AS v ({', '.join(names)}) "
         "RETURNING seq) "
-        "SELECT i.seq, s.active_tokens, s.compaction_threshold, s.memory_type FROM i, s"
+        "SELECT i.seq, s.active_tokens, s.compaction_threshold, s.memory_type, s.pending_scratch FROM i, s"
     )
 
 
@@ -299,9 +306,13 @@ def _insert_numbered(*, session_id: uuid.UUID, team_id: int, rows: list[Message]
     for row in rows:
         row._state.adding = False
         row._state.db = connection.alias
-    _, active, threshold, memory_type = results[0]
+    _, active, threshold, memory_type, pending_scratch = results[0]
     return Reserved(
-        last_seq=rows[-1].seq, active_tokens=int(active), compaction_threshold=threshold, memory_type=memory_type
+        last_seq=rows[-1].seq,
+        active_tokens=int(active),
+        compaction_threshold=threshold,
+        memory_type=memory_type,
+        pending_scratch=int(pending_scratch),
     )
 
 
@@ -362,13 +373,27 @@ class AppendResult:
     replayed: bool  # True when every message was already stored by an earlier attempt
 
 
-def message_append(*, session: Session, messages: Sequence[Mapping[str, Any]], path: str = "messages") -> AppendResult:
+def message_append(
+    *,
+    session: Session,
+    messages: Sequence[Mapping[str, Any]],
+    path: str = "messages",
+    round_id: int | None = None,
+) -> AppendResult:
     """Append validated messages atomically: all get consecutive seqs, or none is stored.
 
     A message may carry a client-chosen `message_id`; re-sending the same request then
     returns the stored messages instead of duplicating them, so clients can retry safely.
+    With `round_id` the messages are posts of that round (each may carry its `post_id`).
     """
-    return _append(session_id=session.pk, team_id=session.team_id, messages=messages, path=path, session=session)
+    return _append(
+        session_id=session.pk,
+        team_id=session.team_id,
+        messages=messages,
+        path=path,
+        session=session,
+        round_id=round_id,
+    )
 
 
 def message_append_to(
@@ -389,6 +414,7 @@ def _append(
     messages: Sequence[Mapping[str, Any]],
     path: str,
     session: Session | None = None,
+    round_id: int | None = None,
 ) -> AppendResult:
     counts = [_count_tokens(m) for m in messages]  # CPU work outside the lock
     client_ids = [m["message_id"] for m in messages if m.get("message_id")]
@@ -398,6 +424,8 @@ def _append(
             id=m.get("message_id") or uuid.uuid4(),
             seq=0,  # numbered under the session lock
             token_count=counts[offset],
+            round_id=round_id,
+            post_id=m.get("post_id"),
             **owner,
             **{field: m.get(field) for field in MESSAGE_FIELDS},
         )
@@ -414,6 +442,9 @@ def _append(
                     _queue_compaction(session_id)
                 if reserved.memory_type == MemoryType.KG:
                     fact_extraction.fact_extraction_request_if_due(session_id=session_id, team_id=team_id)
+            if reserved.pending_scratch and scratch.has_assistant(rows):
+                # Autocommit: the rows are committed already; settling is exact anyway (by seq).
+                scratch.scratch_settle(session_id=session_id, appended=rows)
         else:
             with transaction.atomic():
                 reserved = _reserve_seqs(
@@ -426,6 +457,8 @@ def _append(
                     _queue_compaction(session_id)
                 if reserved.memory_type == MemoryType.KG:
                     fact_extraction.fact_extraction_request_if_due(session_id=session_id, team_id=team_id)
+                if reserved.pending_scratch and scratch.has_assistant(rows):
+                    scratch.scratch_settle(session_id=session_id, appended=rows)
     except IntegrityError:
         replay = _replayed(session_id=session_id, ids=client_ids, expected=len(messages)) if client_ids else None
         if replay is None:

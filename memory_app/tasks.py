@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from memory_app import compaction, fact_extraction
+from memory_app import agent_memory, compaction, fact_extraction
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -30,4 +30,10 @@ def extract_facts(run_id: str) -> str:
 @shared_task(ignore_result=True)
 def sweep_fact_extractions() -> str:
     counts = fact_extraction.fact_extraction_sweep()
+    return ", ".join(f"{name}={value}" for name, value in counts.items())
+
+
+@shared_task(ignore_result=True)
+def archive_agent_memories() -> str:
+    counts = agent_memory.agent_memory_archive_due()
     return ", ".join(f"{name}={value}" for name, value in counts.items())

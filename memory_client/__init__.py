@@ -15,6 +15,7 @@ from memory_client.config import (
     SummarizationConfig,
     ToolTruncationConfig,
 )
+from memory_client.conversation import Attachment, AttachmentType, Conversation, Post, Round, SharedMemoryEntry
 from memory_client.errors import (
     ApiError,
     AuthenticationError,
@@ -33,22 +34,27 @@ from memory_client.manager import MemoryManager
 from memory_client.memory import ConversationMemory, RemoteConversationMemory
 from memory_client.messages import AgentCallMsg, Message, ToolCallMsg
 from memory_client.openai_format import to_llm_dict
+from memory_client.rounds import Memory
 
 __all__ = [
     "ActiveContextPolicyConfig",
     "AgentCallMsg",
     "ApiError",
+    "Attachment",
+    "AttachmentType",
     "AuthenticationError",
     "BackwardPackingConfig",
     "CompactionConfig",
     "CompactionEvent",
     "ConflictError",
+    "Conversation",
     "ConversationMemory",
     "FactExtractionError",
     "FactExtractionTimeout",
     "KGMemory",
     "ManagedConversationMemory",
     "ManagedMemoryConfig",
+    "Memory",
     "MemoryClientError",
     "MemoryConfigError",
     "MemoryManager",
@@ -56,9 +62,12 @@ __all__ = [
     "Message",
     "MessageError",
     "NotFoundError",
+    "Post",
     "RemoteConversationMemory",
     "RemoteKGMemory",
     "RemoteManagedConversationMemory",
+    "Round",
+    "SharedMemoryEntry",
     "SlidingWindowConfig",
     "SummarizationConfig",
     "ToolCallMsg",

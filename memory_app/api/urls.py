@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memory_app.api import fact_views, views
+from memory_app.api import agent_memory_views, fact_views, round_urls, views
 
 urlpatterns = [
     path("sessions/", views.SessionListCreateView.as_view(), name="session-list"),
@@ -50,4 +50,49 @@ urlpatterns = [
         fact_views.FactExtractionDiscardView.as_view(),
         name="fact-extraction-discard",
     ),
+    # agent work records (seed 002)
+    path(
+        "sessions/<uuid:session_id>/agents/<str:agent>/memory/",
+        agent_memory_views.AgentMemoryView.as_view(),
+        name="agent-memory",
+    ),
+    path(
+        "sessions/<uuid:session_id>/agents/<str:agent>/memory/discoveries/",
+        agent_memory_views.EntryAppendView.as_view(kind="discovery"),
+        name="agent-memory-discoveries",
+    ),
+    path(
+        "sessions/<uuid:session_id>/agents/<str:agent>/memory/attempts/",
+        agent_memory_views.EntryAppendView.as_view(kind="attempt"),
+        name="agent-memory-attempts",
+    ),
+    path(
+        "sessions/<uuid:session_id>/agents/<str:agent>/memory/attempts/<str:attempt_id>/",
+        agent_memory_views.AttemptDetailView.as_view(),
+        name="agent-memory-attempt-detail",
+    ),
+    path(
+        "sessions/<uuid:session_id>/agents/<str:agent>/memory/decisions/",
+        agent_memory_views.EntryAppendView.as_view(kind="decision"),
+        name="agent-memory-decisions",
+    ),
+    path(
+        "sessions/<uuid:session_id>/agents/<str:agent>/memory/prompt/",
+        agent_memory_views.MemoryPromptView.as_view(),
+        name="agent-memory-prompt",
+    ),
+    path(
+        "sessions/<uuid:session_id>/agents/<str:agent>/memory/archive/",
+        agent_memory_views.MemoryArchiveView.as_view(),
+        name="agent-memory-archive",
+    ),
+    path(
+        "sessions/<uuid:session_id>/arbiter-summary/",
+        agent_memory_views.ArbiterSummaryView.as_view(),
+        name="session-arbiter-summary",
+    ),
+    path("attempts/", agent_memory_views.AttemptListView.as_view(), name="attempt-list"),
 ]
+
+# rounds, posts, shared memory, conversation export/import, scratch (seeds 000 and 004)
+urlpatterns += round_urls.urlpatterns

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema, inline_serializer
+from django.http import HttpResponse, HttpResponseBase
+from drf_spectacular.utils import OpenApiTypes, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory_app import compaction, selectors, services
+from memory_app import agent_memory_selectors, compaction, selectors, services
 from memory_app.api import serializers as s
 from memory_app.models import CompactionRun, Session, Team
 
@@ -189,9 +191,25 @@ class ContextView(TeamScopedView):
 
 
 class SessionExportView(TeamScopedView):
-    @extend_schema(responses=s.ImportSerializer)
-    def get(self, request: Request, session_id: str) -> Response:
-        return Response(selectors.session_export(session=self.get_session()))
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        # `?format=rawko` names the zip below, not a renderer; its errors are JSON.
+        if request.query_params.get("format") == "rawko":
+            return JSONRenderer(), JSONRenderer.media_type
+        return super().perform_content_negotiation(request, force)
+
+    @extend_schema(
+        responses={(200, "application/json"): s.ImportSerializer, (200, "application/zip"): OpenApiTypes.BINARY},
+        description="The session as seed 003's JSON document; with `?format=rawko`, a zip of the session "
+        "directory of seed 002 (context, conversation, plan, metadata and each agent's memory as YAML).",
+    )
+    def get(self, request: Request, session_id: str) -> HttpResponseBase:
+        session = self.get_session()
+        if request.query_params.get("format") == "rawko":
+            name, data = agent_memory_selectors.session_directory_zip(session=session)
+            response = HttpResponse(data, content_type="application/zip")
+            response["Content-Disposition"] = f'attachment; filename="{name}"'
+            return response
+        return Response(selectors.session_export(session=session))
 
 
 class SessionImportView(TeamScopedView):

@@ -6,11 +6,17 @@ cover fails `test_every_api_route_is_covered` until it is added here.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
-from memory_app.models import CompactionRun, Fact, FactExtractionRun, Message, Session
+from experiences_app import services as experience_services
+from experiences_app.models import Experience, SelectionLog, TeamExperienceConfig
+from experiences_app.yaml_io import read_zip
+from memory_app.models import AgentMemoryEntry, CompactionRun, Fact, FactExtractionRun, Message, Session
+from memory_app.round_models import Round, ScratchEntry, SharedMemoryEntry
 
 pytestmark = pytest.mark.django_db
 
@@ -31,6 +37,26 @@ SCOPED_ROUTES: dict[str, tuple[str, ...]] = {
     "fact-extraction-retry": ("post",),
     "fact-extraction-accept": ("post",),
     "fact-extraction-discard": ("post",),
+    "agent-memory": ("get", "put"),
+    "agent-memory-discoveries": ("post",),
+    "agent-memory-attempts": ("post",),
+    "agent-memory-attempt-detail": ("patch",),
+    "agent-memory-decisions": ("post",),
+    "agent-memory-prompt": ("get",),
+    "agent-memory-archive": ("get",),
+    "session-arbiter-summary": ("get",),
+    "experience-detail": ("get", "patch", "delete"),
+    "experience-revisions": ("get",),
+    "experience-diff": ("get",),
+    "experience-approve": ("post",),
+    "experience-selection-detail": ("get",),
+    "experience-selection-download": ("get",),
+    "round-list": ("get", "post"),
+    "round-detail": ("get", "patch"),
+    "round-posts": ("post",),
+    "shared-memory": ("get", "post"),
+    "conversation-export": ("get",),
+    "session-scratch": ("get", "post"),
 }
 # routes without ids: checked for what they reveal or create across teams
 COLLECTION_ROUTES = {
@@ -40,6 +66,14 @@ COLLECTION_ROUTES = {
     "fact-list": ("get", "post"),
     "fact-graph": ("get",),
     "fact-extraction-list": ("get",),
+    "attempt-list": ("get",),
+    "experience-list": ("get", "post"),
+    "experience-import": ("post",),
+    "experience-export": ("get",),
+    "experience-select": ("post",),
+    "experience-config": ("get", "put"),
+    "experience-selection-list": ("get",),
+    "conversation-import": ("post",),
 }
 
 
@@ -59,9 +93,14 @@ def api_routes() -> dict[str, str]:
 
 
 def fill(route: str, ids: tuple[str, ...]) -> str:
-    session_id, message_id, run_id, fact_id, extraction_id = ids
+    session_id, message_id, run_id, fact_id, extraction_id, exp_id, selection_id = ids
     return "/" + (
         route.replace("<uuid:session_id>", session_id)
+        .replace("<str:agent>", "developer")  # the victim's agent memory
+        .replace("<str:attempt_id>", "attempt-001")
+        .replace("<slug:exp_id>", exp_id)
+        .replace("<uuid:selection_id>", selection_id)
+        .replace("<str:round_id>", "round-secret")  # the victim's round
         .replace("<uuid:message_id>", message_id)
         .replace("<uuid:run_id>", run_id)
         .replace("<uuid:fact_id>", fact_id)
@@ -71,8 +110,8 @@ def fill(route: str, ids: tuple[str, ...]) -> str:
 
 @pytest.fixture
 def victim(tenant):
-    """A session of team alpha with one message, a compaction, a fact and a quarantined
-    fact extraction; the attacker is team beta."""
+    """A session of team alpha with one message, a compaction, a fact, a quarantined
+    fact extraction, an approved experience and its selection log; the attacker is team beta."""
     session_id = tenant.client.post("/api/v1/sessions/", {"system_prompt": "secret"}, format="json").json()["id"]
     message = tenant.client.post(
         f"/api/v1/sessions/{session_id}/messages/", {"role": "user", "content": "secret"}, format="json"
@@ -88,7 +127,25 @@ def victim(tenant):
     extraction = FactExtractionRun.objects.create(
         team=tenant.team, session_id=session_id, trigger="manual", status="quarantined", raw_output="secret"
     )
-    return session_id, message["message_id"], str(run.pk), fact["id"], str(extraction.pk)
+    experience = experience_services.experience_create(
+        team=tenant.team, exp_id="secret-exp", who=[], when="secret", what="secret", actor="t", status="approved"
+    )
+    log = SelectionLog.objects.create(team=tenant.team, role="user", query="secret", raw_response="secret")
+    tenant.client.post(
+        f"/api/v1/sessions/{session_id}/agents/developer/memory/attempts/",
+        {"planStep": 1, "description": "secret", "result": "failure", "output": "secret"},
+        format="json",
+    )
+    rounds = f"/api/v1/sessions/{session_id}/rounds/"
+    tenant.client.post(rounds, {"user_query": "secret", "id": "round-secret"}, format="json")
+    tenant.client.post(
+        f"/api/v1/sessions/{session_id}/shared-memory/",
+        {"type": "plan", "content": "secret", "scope": "round"},
+        format="json",
+    )
+    tenant.client.post(f"/api/v1/sessions/{session_id}/scratch/", {"action": "secret"}, format="json")
+    ids = (session_id, message["message_id"], str(run.pk), fact["id"], str(extraction.pk))
+    return (*ids, experience.exp_id, str(log.pk))
 
 
 def test_every_api_route_is_covered():
@@ -109,6 +166,12 @@ def test_another_teams_ids_answer_404_and_change_nothing(victim, other_tenant, n
     assert list(CompactionRun.objects.filter(session=session).values_list("status", flat=True)) == ["done"]
     assert list(Fact.objects.values_list("subject", "object", "invalidated_at")) == [("secret", "secret", None)]
     assert list(FactExtractionRun.objects.values_list("status", flat=True)) == ["quarantined"]
+    assert list(Experience.objects.values_list("what", "status", "revision")) == [("secret", "approved", 1)]
+    assert SelectionLog.objects.count() == 1
+    assert [e.data["description"] for e in AgentMemoryEntry.objects.all()] == ["secret"]
+    assert list(Round.objects.values_list("round_id", "state")) == [("round-secret", "created")]
+    assert list(SharedMemoryEntry.objects.values_list("content", flat=True)) == ["secret"]
+    assert [data["action"] for data in ScratchEntry.objects.values_list("data", flat=True)] == ["secret"]
 
 
 @pytest.mark.parametrize(
@@ -151,3 +214,47 @@ def test_facts_and_extractions_of_another_team_are_never_listed(victim, other_te
     assert attacker.get("/api/v1/fact-extractions/").json()["count"] == 0
     assert attacker.get("/api/v1/fact-extractions/", {"session": victim[0]}).status_code == 404
     assert tenant.client.get("/api/v1/facts/").json()["count"] == 1
+
+
+def test_experiences_and_selections_of_another_team_are_never_listed_or_selected(victim, other_tenant, settings):
+    settings.LLM_BASE_URL, settings.LLM_BACKEND = "", ""
+    attacker = other_tenant.client
+    assert attacker.get("/api/v1/experiences/").json()["count"] == 0
+    assert attacker.get("/api/v1/experience-selections/").json()["count"] == 0
+    assert attacker.get("/api/v1/experience-selections/", {"session": victim[0]}).status_code == 404
+    assert read_zip(attacker.get("/api/v1/experiences/export/").content) == []
+    selected = attacker.post("/api/v1/experiences/select/", {"role": "user", "query": "secret"}, format="json").json()
+    assert selected["candidates"] == [] and b"secret" not in json.dumps(selected["candidates"]).encode()
+    other_session = attacker.post("/api/v1/sessions/", {}, format="json").json()["id"]
+    assert (
+        attacker.post(
+            "/api/v1/experiences/select/", {"role": "user", "query": "q", "session_id": victim[0]}, format="json"
+        ).status_code
+        == 404
+    )
+    assert attacker.get("/api/v1/experiences/config/").json()["use_experience"] == {}
+    # the attacker's own experience with the victim's exp_id is a separate row
+    created = attacker.post("/api/v1/experiences/", {"exp_id": "secret-exp", "when": "w", "what": "w"}, format="json")
+    assert created.status_code == 201 and other_session
+    assert Experience.objects.filter(exp_id="secret-exp").count() == 2
+    assert not TeamExperienceConfig.objects.exists()
+
+
+def test_attempts_of_another_team_are_never_listed(victim, other_tenant, tenant):
+    attacker = other_tenant.client
+    assert attacker.get("/api/v1/attempts/", {"result": "failure", "plan_step": 1}).json()["results"] == []
+    assert attacker.get("/api/v1/attempts/", {"session": victim[0]}).status_code == 404
+    assert len(tenant.client.get("/api/v1/attempts/", {"result": "failure"}).json()["results"]) == 1
+
+
+def test_rounds_and_shared_memory_of_another_team_stay_hidden_and_imports_land_in_the_callers_team(
+    victim, other_tenant
+):
+    attacker = other_tenant.client
+    conversation = {"rounds": [{"id": "round-secret", "user_query": "x", "state": "created", "post_list": []}]}
+    imported = attacker.post("/api/v1/sessions/conversation/import/", {**conversation, "team": 1}, format="json")
+    assert imported.status_code == 201
+    own = imported.json()["session_id"]
+    assert Session.objects.get(pk=own).team == other_tenant.team
+    assert attacker.get(f"/api/v1/sessions/{own}/shared-memory/").json() == []
+    assert [r["user_query"] for r in attacker.get(f"/api/v1/sessions/{own}/rounds/").json()["results"]] == ["x"]
