@@ -16,12 +16,14 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from memsite.errors import Conflict, DomainError, InvalidInput, NotFound
+from memsite.errors import Conflict, DomainError, InvalidInput, LLMFailed, LLMUnavailable, NotFound
 
 _DOMAIN_STATUS: dict[type[DomainError], int] = {
     InvalidInput: status.HTTP_400_BAD_REQUEST,
     NotFound: status.HTTP_404_NOT_FOUND,
     Conflict: status.HTTP_409_CONFLICT,
+    LLMFailed: status.HTTP_502_BAD_GATEWAY,
+    LLMUnavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
 }
 
 

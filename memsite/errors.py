@@ -30,3 +30,15 @@ class NotFound(DomainError):
 
 class Conflict(DomainError):
     code = "conflict"
+
+
+class LLMUnavailable(DomainError):
+    """The LLM did not answer now (timeout, rate limit, server error): the same request may work later."""
+
+    code = "llm_unavailable"
+
+
+class LLMFailed(DomainError):
+    """The LLM refused the request (bad request, authentication, payload too large): retrying cannot help."""
+
+    code = "llm_error"

@@ -158,6 +158,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Choice sets that share a field name with another app's get their own enum names.
+    "ENUM_NAME_OVERRIDES": {"ExperienceStatusEnum": "experiences_app.models.Experience.Status"},
     "COMPONENT_SPLIT_REQUEST": True,
 }
 
@@ -199,6 +201,7 @@ CELERY_TASK_ROUTES = {"memory_app.tasks.extract_facts": {"queue": FACTS_QUEUE}}
 CELERY_BEAT_SCHEDULE = {
     "sweep-compactions": {"task": "memory_app.tasks.sweep_compactions", "schedule": 30.0},
     "sweep-fact-extractions": {"task": "memory_app.tasks.sweep_fact_extractions", "schedule": 30.0},
+    "archive-agent-memories": {"task": "memory_app.tasks.archive_agent_memories", "schedule": 600.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 COMPACTION_MAX_ATTEMPTS = env_int("MEMSITE_COMPACTION_MAX_ATTEMPTS", 4, minimum=1)
@@ -226,6 +229,19 @@ FACTS_RUNNING_DEADLINE = env_int("MEMSITE_FACTS_RUNNING_DEADLINE", 900, minimum=
 FACTS_MAX_MESSAGES_PER_RUN = env_int("MEMSITE_FACTS_MAX_MESSAGES_PER_RUN", 50, minimum=1)
 FACTS_MAX_INPUT_CHARS = env_int("MEMSITE_FACTS_MAX_INPUT_CHARS", 40_000, minimum=100)
 FACTS_OUTPUT_MAX_TOKENS = env_int("MEMSITE_FACTS_OUTPUT_MAX_TOKENS", 2000, minimum=64)
+
+# --- Experiences (issue 5): the conversation context a selection reads from a session ------
+EXPERIENCE_CONTEXT_MESSAGES = env_int("MEMSITE_EXPERIENCE_CONTEXT_MESSAGES", 20, minimum=1)
+EXPERIENCE_CONTEXT_MAX_CHARS = env_int("MEMSITE_EXPERIENCE_CONTEXT_MAX_CHARS", 8000, minimum=200)
+
+# --- Agent work records (seed 002 "File Size Guidelines"): the archive job's policy ---------
+# A memory spanning more than LONG_SESSION, or over SMALL_MAX_BYTES (span < SMALL_SESSION) /
+# MEDIUM_MAX_BYTES of live entries, moves entries older than RETENTION (before its newest) to its archive.
+AGENT_MEMORY_RETENTION_SECONDS = env_int("MEMSITE_AGENT_MEMORY_RETENTION_SECONDS", 2 * 3600, minimum=0)
+AGENT_MEMORY_SMALL_SESSION_SECONDS = env_int("MEMSITE_AGENT_MEMORY_SMALL_SESSION_SECONDS", 2 * 3600, minimum=0)
+AGENT_MEMORY_LONG_SESSION_SECONDS = env_int("MEMSITE_AGENT_MEMORY_LONG_SESSION_SECONDS", 4 * 3600, minimum=0)
+AGENT_MEMORY_SMALL_MAX_BYTES = env_int("MEMSITE_AGENT_MEMORY_SMALL_MAX_BYTES", 50 * 1024, minimum=1024)
+AGENT_MEMORY_MEDIUM_MAX_BYTES = env_int("MEMSITE_AGENT_MEMORY_MEDIUM_MAX_BYTES", 100 * 1024, minimum=1024)
 
 # --- LLM: an OpenAI-compatible server when LLM_BASE_URL is set, else the offline backend ---
 LLM_BACKEND = env_str("LLM_BACKEND")  # dotted path; empty = choose from LLM_BASE_URL

@@ -13,5 +13,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/v1/", include("memory_app.api.urls")),
+    path("api/v1/", include("experiences_app.api.urls")),
+    path("experiences/", include(("experiences_app.urls", "experiences"), namespace="experiences")),
     path("", include(("memory_app.urls", "dashboard"), namespace="dashboard")),
 ]
