@@ -237,3 +237,31 @@ def session_directory_zip(*, session: Session) -> tuple[str, bytes]:
         for name, content in files.items():
             archive_zip.writestr(root + name, agent_memory_yaml.dump(content))
     return f"{safe_ref}.rawko.zip", buffer.getvalue()
+
+
+# --- the dashboard's agent pages ----------------------------------------------------------------
+
+
+def agent_memory_list(*, session: Session) -> QuerySet[AgentMemory]:
+    """The session's agents in the order they started."""
+    return AgentMemory.objects.filter(session=session).order_by("created_at", "id")
+
+
+@dataclass(frozen=True)
+class AgentTimeline:
+    live: list[AgentMemoryEntry]  # discoveries, attempts and decisions together, oldest first
+    archived: list[AgentMemoryEntry]  # moved out by the archive job, oldest first
+
+
+def _timeline_key(row: AgentMemoryEntry) -> tuple[Any, ...]:
+    # Entries without a timestamp (allowed in a PUT document) go last, in their written order.
+    return (row.timestamp is None, row.timestamp or timezone.now(), row.kind, row.position)
+
+
+def agent_memory_timeline(*, memory: AgentMemory) -> AgentTimeline:
+    """Every entry of the memory, live and archived, on one timeline each (one query)."""
+    rows = sorted(AgentMemoryEntry.objects.filter(memory=memory), key=_timeline_key)
+    return AgentTimeline(
+        live=[row for row in rows if row.archived_at is None],
+        archived=[row for row in rows if row.archived_at is not None],
+    )

@@ -193,3 +193,8 @@ def conversation_export(*, session: Session) -> dict[str, Any]:
         "metadata": metadata,
     }
     return document
+
+
+def shared_memory_list(*, session: Session) -> list[SharedMemoryEntry]:
+    """Every shared-memory entry of the session, in the order written, with its round."""
+    return list(SharedMemoryEntry.objects.filter(session=session).select_related("round").order_by("id"))
