@@ -32,9 +32,17 @@ from experiences_app.yaml_io import (
     parse_experience_files,
     validate_experience,
 )
-from memory_app.llm import EXTRACTIVE_BACKEND, ChatRequest, LLMPermanentError, LLMTransientError, get_backend
+from memory_app.llm import (
+    EXTRACTIVE_BACKEND,
+    ChatRequest,
+    LLMBudgetExceeded,
+    LLMPermanentError,
+    LLMTransientError,
+    get_backend,
+)
+from memory_app.llm_usage import llm_complete
 from memory_app.models import ApiKey, Session, Team
-from memsite.errors import Conflict, InvalidInput, LLMFailed, LLMUnavailable
+from memsite.errors import BudgetExceeded, Conflict, InvalidInput, LLMFailed, LLMUnavailable
 
 # Path segments of the experiences API that an exp_id would shadow (experiences/<exp_id>/).
 RESERVED_EXP_IDS = frozenset({"import", "export", "select", "config"})
@@ -349,11 +357,15 @@ def experience_select(
     )
     started = time.monotonic()
     try:
-        answer = backend.complete(request)
+        answer = llm_complete(backend=backend, request=request, team=team, session=session, agent=role)
     except (LLMTransientError, LLMPermanentError) as exc:
         log.latency_ms = int((time.monotonic() - started) * 1000)
         log.error = exc.detail
         log.save(force_insert=True)
+        if isinstance(exc, LLMBudgetExceeded):
+            raise BudgetExceeded(
+                f"No experiences selected: {exc.detail} (selection {log.pk})", retry_after=exc.retry_after
+            ) from exc
         error = LLMUnavailable if isinstance(exc, LLMTransientError) else LLMFailed
         raise error(f"The LLM could not select experiences: {exc.detail} (selection {log.pk})") from exc
     log.latency_ms = int((time.monotonic() - started) * 1000)

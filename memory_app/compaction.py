@@ -22,7 +22,8 @@ from django.utils import timezone
 
 from memory_app import context as ctx
 from memory_app import counting, memory_config, summary_prompt
-from memory_app.llm import ChatRequest, LLMPermanentError, LLMTransientError, get_backend
+from memory_app.llm import ChatRequest, LLMBudgetExceeded, LLMPermanentError, LLMTransientError, get_backend
+from memory_app.llm_usage import llm_complete
 from memory_app.models import CompactionRun, MemoryEvent, Message, Session
 from memory_app.selectors import latest_done_run
 from memory_client.openai_format import to_openai_message
@@ -214,7 +215,10 @@ def _summarize(run: CompactionRun, plan: Plan, config: memory_config.ManagedMemo
             "image_ids": [ref.image_id for ref in images],
         },
     )
-    result = get_backend().complete(request)
+    session = run.session
+    result = llm_complete(
+        backend=get_backend(), request=request, team=session.team, session=session, agent=session.agent_name
+    )
     try:
         data = summary_prompt.parse_summary(result.text)
     except summary_prompt.UnusableSummary as exc:
@@ -256,7 +260,7 @@ def compaction_execute(*, run_id: str) -> str:
     """The body of the compaction task. Returns a status string for the worker log."""
     if not _claim(run_id):
         return "already-claimed"
-    run = CompactionRun.objects.select_related("session").get(pk=run_id)
+    run = CompactionRun.objects.select_related("session__team").get(pk=run_id)
     session = run.session
     started = time.monotonic()
     config = session_config(session)
@@ -275,6 +279,8 @@ def compaction_execute(*, run_id: str) -> str:
         summary, result = _summarize(run, plan, config)
     except LLMTransientError as exc:
         return _retry_or_fail(run, session, exc, started)
+    except LLMBudgetExceeded as exc:
+        return _finish_failed(run, session, exc.detail, started, status=Status.BUDGET_EXCEEDED)
     except LLMPermanentError as exc:
         return _finish_failed(run, session, exc.detail, started)
     return _write_summary(run, session, plan, summary, result, started)
@@ -361,10 +367,12 @@ def _retry_or_fail(run: CompactionRun, session: Session, exc: LLMTransientError,
     return f"retry-in-{delay:g}s"
 
 
-def _finish_failed(run: CompactionRun, session: Session, reason: str, started: float) -> str:
+def _finish_failed(
+    run: CompactionRun, session: Session, reason: str, started: float, *, status: str = Status.FAILED
+) -> str:
     with transaction.atomic():
         updated = CompactionRun.objects.filter(pk=run.pk, status=Status.RUNNING).update(
-            status=Status.FAILED,
+            status=status,
             error=reason,
             finished_at=timezone.now(),
             duration_ms=int((time.monotonic() - started) * 1000),
@@ -375,10 +383,11 @@ def _finish_failed(run: CompactionRun, session: Session, reason: str, started: f
                 MemoryEvent.Kind.COMPACTION_FAILED,
                 run,
                 status="failed",
+                reason=status,
                 error=reason,
                 duration=time.monotonic() - started,
             )
-    return "failed"
+    return str(status)
 
 
 # --- revert and sweep -----------------------------------------------------------------

@@ -27,7 +27,8 @@ from memory_app.context import content_text
 from memory_app.fact_output import FactOutputError, Triple, normalize_term, parse_fact_output
 from memory_app.fact_prompt import fact_request
 from memory_app.facts import MANUAL_EXTRACTOR, FactInput, WriteOutcome, write_facts
-from memory_app.llm import LLMPermanentError, LLMResult, LLMTransientError, get_backend
+from memory_app.llm import LLMBudgetExceeded, LLMPermanentError, LLMResult, LLMTransientError, get_backend
+from memory_app.llm_usage import llm_complete
 from memory_app.models import FactExtractionRun, MemoryEvent, MemoryType, Message, Session
 from memsite.errors import Conflict, InvalidInput
 
@@ -278,7 +279,7 @@ def fact_extraction_execute(*, run_id: str) -> str:
     """The body of the extract_facts task. Returns a status string for the worker log."""
     if not _claim(run_id):
         return "already-claimed"
-    run = Run.objects.get(pk=run_id)
+    run = Run.objects.select_related("team", "session").get(pk=run_id)
     started = time.monotonic()
     plan = _plan(run)
     if plan is None:
@@ -286,9 +287,17 @@ def fact_extraction_execute(*, run_id: str) -> str:
     if not plan.lines:
         return _apply(run, plan, [], raw_output="", result=None, started=started, expect=(Status.RUNNING,))
     try:
-        result = get_backend().complete(fact_request(lines=plan.lines, max_tokens=settings.FACTS_OUTPUT_MAX_TOKENS))
+        result = llm_complete(
+            backend=get_backend(),
+            request=fact_request(lines=plan.lines, max_tokens=settings.FACTS_OUTPUT_MAX_TOKENS),
+            team=run.team,
+            session=run.session,
+            agent=run.session.agent_name if run.session else run.input_role,
+        )
     except LLMTransientError as exc:
         return _retry_or_fail(run, exc.detail, exc.retry_after, started)
+    except LLMBudgetExceeded as exc:
+        return _finish_failed(run, exc.detail, started, status=Status.BUDGET_EXCEEDED)
     except LLMPermanentError as exc:
         return _finish_failed(run, exc.detail, started)
     try:
@@ -364,14 +373,14 @@ def _retry_or_fail(run: FactExtractionRun, detail: str, retry_after: float | Non
     return f"retry-in-{delay:g}s"
 
 
-def _finish_failed(run: FactExtractionRun, reason: str, started: float) -> str:
+def _finish_failed(run: FactExtractionRun, reason: str, started: float, *, status: str = Status.FAILED) -> str:
     with transaction.atomic():
         updated = Run.objects.filter(pk=run.pk, status=Status.RUNNING, attempts=run.attempts).update(
-            status=Status.FAILED, error=reason, finished_at=timezone.now(), duration_ms=_ms_since(started)
+            status=status, error=reason, finished_at=timezone.now(), duration_ms=_ms_since(started)
         )
         if updated:
-            _event(run, MemoryEvent.Kind.FACT_EXTRACTION_FAILED, error=reason)
-    return "failed"
+            _event(run, MemoryEvent.Kind.FACT_EXTRACTION_FAILED, reason=status, error=reason)
+    return str(status)
 
 
 def _quarantine(run: FactExtractionRun, result: LLMResult, reason: str, started: float) -> str:

@@ -17,6 +17,9 @@ class Team(models.Model):
     name = models.CharField(max_length=100, unique=True)
     # Partial ManagedMemoryConfig (seed 003) that new sessions of the team start from.
     memory_config_defaults = models.JSONField(default=dict, blank=True)
+    # LLM tokens (prompt + completion) the team's memory work may spend per UTC day; null uses
+    # MEMSITE_DAILY_LLM_TOKEN_BUDGET, 0 means unlimited. Set by admins only (Django admin).
+    daily_llm_token_budget = models.PositiveBigIntegerField(null=True, blank=True)
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="TeamMembership", related_name="teams", blank=True
     )
@@ -94,6 +97,9 @@ class Session(models.Model):
     # Tokens of the active context (system prompt + summary + messages after it), kept
     # current by every write so the threshold check costs nothing.
     active_tokens = models.PositiveBigIntegerField(default=0)
+    # Tokens of every stored message (the raw history, system prompt excluded), kept by the same
+    # writes: what a context stands for, for the token economics of issue 8.
+    history_tokens = models.PositiveBigIntegerField(default=0)
     last_seq = models.PositiveBigIntegerField(default=0)
     # Scratch entries (seed 004) waiting for the next assistant message: read by the append's
     # own session-row UPDATE, so an append with nothing pending pays nothing for the feature.
@@ -236,6 +242,8 @@ class CompactionRun(models.Model):
         DONE = "done", "done"
         FAILED = "failed", "failed"
         REVERTED = "reverted", "reverted"
+        # The team's daily LLM token budget was spent: ended without calling the LLM.
+        BUDGET_EXCEEDED = "budget_exceeded", "budget exceeded"
 
     class Trigger(models.TextChoices):
         THRESHOLD = "threshold", "threshold"
@@ -301,6 +309,7 @@ class FactExtractionRun(models.Model):
         FAILED = "failed", "failed"
         QUARANTINED = "quarantined", "quarantined"
         DISCARDED = "discarded", "discarded"
+        BUDGET_EXCEEDED = "budget_exceeded", "budget exceeded"
 
     class Trigger(models.TextChoices):
         AUTO = "auto", "auto"  # appends to a "kg" session, debounced
@@ -423,3 +432,4 @@ class Fact(models.Model):
 
 from memory_app.agent_memory_models import AgentMemory, AgentMemoryEntry  # noqa: E402, F401  (seed 002 records)
 from memory_app.round_models import Attachment, Round, ScratchEntry, SharedMemoryEntry  # noqa: E402, F401  (seed 000/004)
+from memory_app.usage_models import ContextServe, LLMCall  # noqa: E402, F401  (token economics)

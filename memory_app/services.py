@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from memory_app import compaction, counting, fact_extraction, scratch
@@ -167,7 +169,8 @@ def session_reset(*, session: Session) -> int:
         status=CompactionRun.Status.REVERTED, reverted_at=timezone.now()
     )
     session.active_tokens = session.system_prompt_tokens
-    session.save(update_fields=["active_tokens"])
+    session.history_tokens = 0
+    session.save(update_fields=["active_tokens", "history_tokens"])
     MemoryEvent.objects.create(
         team_id=session.team_id,
         session=session,
@@ -205,10 +208,10 @@ class Reserved:
 
 
 # The session-row UPDATE every append starts with (table name from the model, values as
-# parameters: count, token total, updated_at, session id, team id).
+# parameters: count, token total twice (active context and raw history), updated_at, session id, team id).
 _RESERVE_SQL = (
     f"UPDATE {Session._meta.db_table} SET last_seq = last_seq + %s, active_tokens = active_tokens + %s, "  # noqa: S608
-    "updated_at = %s WHERE id = %s AND team_id = %s "
+    "history_tokens = history_tokens + %s, updated_at = %s WHERE id = %s AND team_id = %s "
     "RETURNING last_seq, active_tokens, compaction_threshold, memory_type, pending_scratch"
 )
 
@@ -223,7 +226,14 @@ def _reserve_seqs(*, session_id: uuid.UUID, team_id: int, count: int, added_toke
     with connection.cursor() as cursor:
         cursor.execute(
             _RESERVE_SQL,
-            [count, added_tokens, timezone.now(), Session._meta.pk.get_db_prep_value(session_id, connection), team_id],
+            [
+                count,
+                added_tokens,
+                added_tokens,
+                timezone.now(),
+                Session._meta.pk.get_db_prep_value(session_id, connection),
+                team_id,
+            ],
         )
         row = cursor.fetchone()
     if row is None:
@@ -242,7 +252,7 @@ def _numbered_insert_sql(count: int, attnames: tuple[str, ...]) -> str:
     """PostgreSQL: take `count` seqs from the team's session counter and insert `count`
     message rows numbered with them, in ONE statement (a data-modifying CTE).
 
-    Parameters: count, token total, updated_at, session id, team id, then every row's
+    Parameters: count, token total twice, updated_at, session id, team id, then every row's
     values of the `attnames` fields (model order), its `seq` replaced by its distance from
     the last seq taken. Columns left out are the ones NULL in every row (no column has a
     database default), which keeps the statement short for PostgreSQL to parse.
@@ -290,6 +300,7 @@ def _insert_numbered(*, session_id: uuid.UUID, team_id: int, rows: list[Message]
     kept = [index for index in range(len(fields)) if any(row[index] is not None for row in values)]
     params: list[Any] = [
         len(rows),
+        added_tokens,
         added_tokens,
         timezone.now(),
         Session._meta.pk.get_db_prep_value(session_id, connection),
@@ -505,10 +516,14 @@ def message_delete(*, message: Message) -> None:
 
 
 def _recount_active_tokens(session_id: uuid.UUID) -> None:
-    """Edits and deletions change the active context's size; appends add to it directly."""
+    """Edits and deletions change the active context's and the history's sizes; appends add to
+    them directly. Rare, so the history is summed again rather than adjusted."""
     session = Session.objects.select_for_update().get(pk=session_id)
     session.active_tokens = compaction.active_tokens(session, latest_done_run(session_id))
-    session.save(update_fields=["active_tokens"])
+    session.history_tokens = Message.objects.filter(session_id=session_id).aggregate(
+        total=Coalesce(Sum("token_count"), 0)
+    )["total"]
+    session.save(update_fields=["active_tokens", "history_tokens"])
 
 
 # --- import -----------------------------------------------------------------------------

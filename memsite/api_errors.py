@@ -16,7 +16,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from memsite.errors import Conflict, DomainError, InvalidInput, LLMFailed, LLMUnavailable, NotFound
+from memsite.errors import BudgetExceeded, Conflict, DomainError, InvalidInput, LLMFailed, LLMUnavailable, NotFound
 
 _DOMAIN_STATUS: dict[type[DomainError], int] = {
     InvalidInput: status.HTTP_400_BAD_REQUEST,
@@ -24,6 +24,7 @@ _DOMAIN_STATUS: dict[type[DomainError], int] = {
     Conflict: status.HTTP_409_CONFLICT,
     LLMFailed: status.HTTP_502_BAD_GATEWAY,
     LLMUnavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
+    BudgetExceeded: status.HTTP_429_TOO_MANY_REQUESTS,
 }
 
 
@@ -66,7 +67,10 @@ def _summary(fields: dict[str, list[str]]) -> str:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, DomainError):
-        return Response(_body(exc.code, exc.detail, exc.fields), status=_DOMAIN_STATUS.get(type(exc), 400))
+        response = Response(_body(exc.code, exc.detail, exc.fields), status=_DOMAIN_STATUS.get(type(exc), 400))
+        if isinstance(exc, BudgetExceeded):
+            response["Retry-After"] = str(int(exc.retry_after))
+        return response
     if isinstance(exc, RequestDataTooBig):
         return Response(_body("payload_too_large", str(exc)), status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, Http404):

@@ -38,6 +38,16 @@ class LLMUnavailable(DomainError):
     code = "llm_unavailable"
 
 
+class BudgetExceeded(DomainError):
+    """The team's daily LLM token budget is spent; `retry_after` is the seconds until it renews."""
+
+    code = "budget_exceeded"
+
+    def __init__(self, detail: str, *, retry_after: float) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
+
+
 class LLMFailed(DomainError):
     """The LLM refused the request (bad request, authentication, payload too large): retrying cannot help."""
 

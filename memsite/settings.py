@@ -165,6 +165,15 @@ SPECTACULAR_SETTINGS = {
 
 # --- Celery: Redis when configured, otherwise a broker that needs no server -------------
 REDIS_URL = env_str("REDIS_URL")
+# The cache holds the per-key rate-limit history, which every web process must share: Redis when
+# configured, else files under var/ (one machine, several gunicorn workers).
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": str(VAR_DIR / "cache")}
+    )
+}
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or REDIS_URL or "filesystem://"
 BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
@@ -251,6 +260,11 @@ LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")
 LLM_TIMEOUT = env_float("LLM_TIMEOUT", 60.0)
 # The provider's request size limit; payload-error recovery keeps images within half of it.
 LLM_PAYLOAD_LIMIT_BYTES = env_int("LLM_PAYLOAD_LIMIT_BYTES", 25_000_000, minimum=1024)
+# Cost control (issue 7): tokens a team's memory work may spend per UTC day (0 = unlimited; a
+# team's own `daily_llm_token_budget`, set by admins, wins), and the per-key request rate of the
+# endpoints that cause LLM work (DRF rate syntax: "<n>/second|minute|hour|day").
+DAILY_LLM_TOKEN_BUDGET = env_int("MEMSITE_DAILY_LLM_TOKEN_BUDGET", 0, minimum=0)
+LLM_RATE_LIMIT = env_str("MEMSITE_LLM_RATE_LIMIT", "60/minute")
 
 # --- Logging -------------------------------------------------------------------------------
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")

@@ -21,6 +21,7 @@ from experiences_app.yaml_io import MAX_FILE_BYTES, MAX_ZIP_TOTAL_BYTES, ZipArch
 from memory_app import selectors as memory_selectors
 from memory_app.api.fact_views import _page_schema, _require_admin
 from memory_app.api.views import TeamScopedView, _query
+from memory_app.throttles import LLMEndpointThrottle
 from memsite.errors import InvalidInput
 
 
@@ -187,6 +188,8 @@ class ExperienceExportView(ExperiencesView):
 
 
 class ExperienceSelectView(ExperiencesView):
+    throttle_classes = [LLMEndpointThrottle]
+
     @extend_schema(
         request=s.SelectInputSerializer,
         responses={

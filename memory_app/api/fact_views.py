@@ -15,6 +15,7 @@ from memory_app import fact_extraction, fact_selectors, facts, selectors
 from memory_app.api import fact_serializers as fs
 from memory_app.api.views import TeamScopedView, _query
 from memory_app.models import ApiKey, Fact, FactExtractionRun, Session
+from memory_app.throttles import LLMEndpointThrottle
 
 
 class FactPagination(LimitOffsetPagination):
@@ -124,6 +125,8 @@ class FactGraphView(FactsView):
 
 
 class ExtractFactsView(FactsView):
+    throttle_classes = [LLMEndpointThrottle]
+
     @extend_schema(
         request=fs.ExtractFactsInputSerializer,
         responses={202: fs.FactExtractionRunSerializer},

@@ -313,6 +313,11 @@ class MessageListQuerySerializer(serializers.Serializer):
 class ContextQuerySerializer(serializers.Serializer):
     last = serializers.IntegerField(required=False, min_value=1, max_value=10000)
     max_tokens = serializers.IntegerField(required=False, min_value=1)
+    agent = serializers.CharField(
+        required=False,
+        max_length=200,
+        help_text="Who the context is for, in the usage figures (default: the key's agent name).",
+    )
 
 
 class ContextOutputSerializer(serializers.Serializer):

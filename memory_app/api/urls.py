@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memory_app.api import agent_memory_views, fact_views, round_urls, views
+from memory_app.api import agent_memory_views, fact_views, round_urls, usage_views, views
 
 urlpatterns = [
     path("sessions/", views.SessionListCreateView.as_view(), name="session-list"),
@@ -23,6 +23,7 @@ urlpatterns = [
         name="compaction-revert",
     ),
     path("events/", views.EventListView.as_view(), name="event-list"),
+    path("usage/", usage_views.UsageView.as_view(), name="usage"),
     path(
         "sessions/<uuid:session_id>/extract-facts/", fact_views.ExtractFactsView.as_view(), name="session-extract-facts"
     ),

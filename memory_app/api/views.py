@@ -13,9 +13,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory_app import agent_memory_selectors, compaction, selectors, services
+from memory_app import agent_memory_selectors, compaction, llm_usage, selectors, services
 from memory_app.api import serializers as s
 from memory_app.models import CompactionRun, Session, Team
+from memory_app.throttles import LLMEndpointThrottle
 
 
 class TeamScopedView(APIView):
@@ -182,10 +183,10 @@ class ContextView(TeamScopedView):
     )
     def get(self, request: Request, session_id: str) -> Response:
         query = _query(s.ContextQuerySerializer, request)
-        context = selectors.context_build(
-            session=self.get_session(),
-            last=query.get("last"),
-            max_tokens=query.get("max_tokens"),
+        session = self.get_session()
+        context = selectors.context_build(session=session, last=query.get("last"), max_tokens=query.get("max_tokens"))
+        llm_usage.context_served_record(
+            session=session, agent=query.get("agent") or request.auth.agent_name, served_tokens=context.token_count
         )
         return Response({"messages": context.messages, "token_count": context.token_count})
 
@@ -229,6 +230,8 @@ class SessionImportView(TeamScopedView):
 
 
 class CompactView(TeamScopedView):
+    throttle_classes = [LLMEndpointThrottle]
+
     @extend_schema(
         request=None,
         parameters=[s.CompactQuerySerializer],

@@ -12,6 +12,7 @@ from django.utils.module_loading import import_string
 from memory_app.llm.base import (
     ChatRequest,
     LLMBackend,
+    LLMBudgetExceeded,
     LLMError,
     LLMPayloadTooLarge,
     LLMPermanentError,
@@ -36,6 +37,7 @@ def get_backend(path: str | None = None) -> LLMBackend:
 __all__ = [
     "ChatRequest",
     "LLMBackend",
+    "LLMBudgetExceeded",
     "LLMError",
     "LLMPayloadTooLarge",
     "LLMPermanentError",

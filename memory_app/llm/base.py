@@ -53,9 +53,19 @@ class LLMPayloadTooLarge(LLMPermanentError):
     """The request exceeded the provider's size limit (HTTP 413)."""
 
 
+class LLMBudgetExceeded(LLMPermanentError):
+    """The team's daily LLM token budget is spent: the call was not made. Retrying before
+    `retry_after` seconds (the next budget day) cannot succeed."""
+
+    def __init__(self, detail: str, *, retry_after: float) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
+
+
 class LLMBackend(Protocol):
     name: str
     model: str
     supports_json_object: bool
+    billable: bool  # False when a call costs nothing (the offline backend): budgets ignore it
 
     def complete(self, request: ChatRequest) -> LLMResult: ...

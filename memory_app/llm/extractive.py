@@ -247,6 +247,7 @@ class ExtractiveBackend:
     name = "extractive"
     model = "extractive-v1"
     supports_json_object = False
+    billable = False  # runs in-process: no tokens are bought
 
     def complete(self, request: ChatRequest) -> LLMResult:
         if request.purpose == "summarize":

@@ -15,6 +15,7 @@ class FakeBackend:
     name = "fake"
     model = "fake-model"
     supports_json_object = True
+    billable = True
 
     def complete(self, request: ChatRequest) -> LLMResult:
         RECORDED.append(request)

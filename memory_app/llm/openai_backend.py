@@ -40,6 +40,7 @@ def _client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
 class OpenAIBackend:
     name = "openai"
     supports_json_object = True
+    billable = True
 
     def __init__(self) -> None:
         self.model = settings.LLM_MODEL
