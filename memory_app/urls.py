@@ -1,10 +1,11 @@
 from django.urls import path
 
-from memory_app import fact_pages, round_pages, views
+from memory_app import fact_pages, round_pages, usage_pages, views
 
 urlpatterns = [
     path("", views.session_list, name="sessions"),
     path("sessions/<uuid:session_id>/", views.session_detail, name="session"),
+    path("usage/", usage_pages.usage_page, name="usage"),
     path("sessions/<uuid:session_id>/rounds/", round_pages.session_rounds, name="session_rounds"),
     path("sessions/<uuid:session_id>/agents/<str:agent>/", round_pages.agent_memory, name="agent_memory"),
     path("sessions/<uuid:session_id>/compact/", views.session_compact, name="session_compact"),

@@ -9,7 +9,7 @@ own LLM requests. Every aggregate is one GROUP BY query per ledger.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, F, Q, QuerySet, Sum, Value
@@ -176,7 +176,8 @@ def usage_daily(*, scope: UsageFilter) -> list[DailyUsage]:
         .annotate(saved=_SAVED)
         .order_by()
     }
-    first, last = scope.since.astimezone(timezone.UTC).date(), scope.until.astimezone(timezone.UTC).date()
+    first = scope.since.astimezone(UTC).date()
+    last = (scope.until - timedelta(microseconds=1)).astimezone(UTC).date()  # `until` is exclusive
     days = [first + timedelta(days=offset) for offset in range((last - first).days + 1)]
     return [
         DailyUsage(day=day, spent_tokens=int(spent.get(day, 0)), saved_tokens=int(saved.get(day, 0))) for day in days

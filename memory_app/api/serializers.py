@@ -316,7 +316,8 @@ class ContextQuerySerializer(serializers.Serializer):
     agent = serializers.CharField(
         required=False,
         max_length=200,
-        help_text="Who the context is for, in the usage figures (default: the key's agent name).",
+        help_text="Who the context is for, in the usage figures (default: the key's agent name, else "
+        "the session's metadata.agent_name).",
     )
 
 

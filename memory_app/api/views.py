@@ -186,7 +186,9 @@ class ContextView(TeamScopedView):
         session = self.get_session()
         context = selectors.context_build(session=session, last=query.get("last"), max_tokens=query.get("max_tokens"))
         llm_usage.context_served_record(
-            session=session, agent=query.get("agent") or request.auth.agent_name, served_tokens=context.token_count
+            session=session,
+            agent=query.get("agent") or request.auth.agent_name or session.agent_name,
+            served_tokens=context.token_count,
         )
         return Response({"messages": context.messages, "token_count": context.token_count})
 
