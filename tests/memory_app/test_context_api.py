@@ -132,7 +132,7 @@ def test_context_query_parameters_are_validated(api, session_id):
 
 def test_context_reads_a_bounded_number_of_rows(api, session_id, django_assert_max_num_queries):
     append(api, session_id, *({"role": "user", "content": f"m{i}"} for i in range(50)))
-    with django_assert_max_num_queries(3):  # key lookup, session, window
+    with django_assert_max_num_queries(4):  # key lookup, session, window, the usage ledger row
         api.get(f"/api/v1/sessions/{session_id}/context/", {"last": 5})
 
 

@@ -74,6 +74,7 @@ COLLECTION_ROUTES = {
     "experience-config": ("get", "put"),
     "experience-selection-list": ("get",),
     "conversation-import": ("post",),
+    "usage": ("get",),
 }
 
 
@@ -238,6 +239,14 @@ def test_experiences_and_selections_of_another_team_are_never_listed_or_selected
     assert created.status_code == 201 and other_session
     assert Experience.objects.filter(exp_id="secret-exp").count() == 2
     assert not TeamExperienceConfig.objects.exists()
+
+
+def test_usage_of_another_team_is_never_counted(victim, other_tenant, tenant):
+    tenant.client.get(f"/api/v1/sessions/{victim[0]}/context/")
+    attacker = other_tenant.client
+    assert attacker.get("/api/v1/usage/").json()["totals"]["contexts_served"] == 0
+    assert attacker.get("/api/v1/usage/", {"session": victim[0]}).status_code == 404
+    assert tenant.client.get("/api/v1/usage/").json()["totals"]["contexts_served"] == 1
 
 
 def test_attempts_of_another_team_are_never_listed(victim, other_tenant, tenant):
