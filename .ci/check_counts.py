@@ -1,0 +1,57 @@
+"""Print how many checks ran in each group of the hardening suite (issue 7), per CI leg.
+
+Reads the JUnit XML files `make test` wrote (PYTEST_ARGS=--junitxml=...). A group is a set of
+test modules; everything else counts as "other". Exits 1 if any group ran no check at all, so a
+suite that silently stopped being collected fails CI instead of printing zeros.
+"""
+
+from __future__ import annotations
+
+import sys
+import xml.etree.ElementTree as ET  # our own pytest output, not untrusted input
+from collections import Counter
+from pathlib import Path
+
+# group -> module prefixes (JUnit classnames are dotted module paths + class)
+GROUPS: dict[str, tuple[str, ...]] = {
+    "security": ("tests.security.", "tests.memory_app.test_isolation"),
+    "faults (chaos)": ("tests.chaos.",),
+    "cost control and usage": ("tests.memory_app.test_usage",),
+}
+
+
+def group_of(classname: str) -> str:
+    for group, prefixes in GROUPS.items():
+        if classname.startswith(prefixes):
+            return group
+    return "other"
+
+
+def outcome_of(case: ET.Element) -> str:
+    for tag in ("failure", "error", "skipped"):
+        if case.find(tag) is not None:
+            return {"failure": "failed", "error": "errors", "skipped": "skipped"}[tag]
+    return "passed"
+
+
+def main(paths: list[str]) -> int:
+    missing_group = False
+    for path in paths:
+        counts: dict[str, Counter[str]] = {group: Counter() for group in [*GROUPS, "other"]}
+        for case in ET.parse(path).getroot().iter("testcase"):  # noqa: S314
+            counts[group_of(case.get("classname", ""))][outcome_of(case)] += 1
+        print(f"\nchecks per group in {Path(path).stem}:")
+        print(f"  {'group':<26}{'passed':>8}{'failed':>8}{'errors':>8}{'skipped':>8}{'total':>8}")
+        for group, counter in counts.items():
+            total = sum(counter.values())
+            missing_group |= total == 0 and group != "other"
+            row = "".join(f"{counter[name]:>8}" for name in ("passed", "failed", "errors", "skipped"))
+            print(f"  {group:<26}{row}{total:>8}")
+    if missing_group:
+        print("a group ran no check: its tests were not collected", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
