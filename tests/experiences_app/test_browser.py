@@ -114,6 +114,8 @@ def test_staff_write_review_try_and_move_experiences_in_the_browser(live_server,
             expect(page.locator("#yaml-preview")).to_contain_text("exp_id: file-validation")
             page.get_by_label("what").fill(FILE_WHAT + "\nPrint the path you tried.")
             page.get_by_label("Note").fill("say which path")
+            expect(page.locator("#yaml-preview")).to_contain_text("Print the path you tried.")
+            shot(page, "edit")
             page.get_by_role("button", name="Save revision").click()
             expect(page.locator(".flash")).to_contain_text("Saved revision 2 of file-validation")
 
@@ -200,5 +202,7 @@ def test_staff_write_review_try_and_move_experiences_in_the_browser(live_server,
             browser.close()
     assert Experience.objects.get(exp_id="sql-safety").status == "draft"
     assert SelectionLog.objects.filter(selected=["file-validation"]).count() == 1
-    for name in ("list", "form", "detail", "review", "try", "import", "config"):
+    # list, create form, edit form, detail (approved, with the r1..r3 diff), review queue, try selection,
+    # import report with the download link, settings.
+    for name in ("list", "form", "edit", "detail", "review", "try", "import", "config"):
         assert (SCREENSHOTS / f"experiences_{name}.png").stat().st_size > 10_000

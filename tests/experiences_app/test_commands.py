@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
 
 from experiences_app.models import Experience
-from tests.experiences_app.test_import_export import SEED_DIRECTORY, SEED_FILE
+from tests.experiences_app.test_import_export import LEGACY_FILE, SEED_DIRECTORY, SEED_FILE
 
 pytestmark = pytest.mark.django_db
 
@@ -37,12 +38,52 @@ def test_import_prints_the_report_and_fails_when_files_were_rejected(tenant, see
     assert error is not None and error.returncode == 1 and "2 file(s) rejected" in str(error)
     assert "created   file-validation (handcrafted_exp_a_file.yaml)" in output
     assert "created   legacy-tip (handcrafted_exp_b_legacy.yaml)" in output
+    assert "rejected  handcrafted_exp_c_duplicate.yaml, line 1: " in output
     assert "rejected  handcrafted_exp_d_broken.yaml, line 3:" in output
     assert "team 'alpha': 2 created, 0 updated, 0 unchanged, 2 rejected" in output
     assert sorted(Experience.objects.values_list("exp_id", "status")) == [
         ("file-validation", "draft"),
         ("legacy-tip", "draft"),
     ]
+
+
+def test_the_json_report_names_created_updated_unchanged_and_rejected_files(tenant, tmp_path):
+    before = tmp_path / "before"
+    before.mkdir()
+    (before / "handcrafted_exp_a.yaml").write_bytes(SEED_FILE)
+    (before / "handcrafted_exp_b.yaml").write_bytes(
+        b"exp_id: plot-style\nwhen: Use when plotting.\nwhat: Label axes.\n"
+    )
+    run("import_experiences", str(before), "--team", "alpha")
+
+    directory = tmp_path / "experience"
+    directory.mkdir()
+    files = {
+        "handcrafted_exp_1_same.yaml": SEED_FILE,  # unchanged
+        "handcrafted_exp_2_plot.yaml": b"exp_id: plot-style\nwhen: Use when plotting.\nwhat: Label both axes.\n",
+        "handcrafted_exp_3_legacy.yaml": LEGACY_FILE,  # experience_text fills when and what
+        "handcrafted_exp_4_again.yaml": SEED_FILE,  # a duplicate exp_id in the same batch
+        "handcrafted_exp_5_broken.yaml": b"exp_id: broken\nwhen: [unclosed\nwhat: x\n",
+    }
+    for name, content in files.items():
+        (directory / name).write_bytes(content)
+    output, error = run("import_experiences", str(directory), "--team", "alpha", "--json")
+
+    assert error is not None and error.returncode == 1
+    report = json.loads(output)
+    assert report["dry_run"] is False
+    assert report["created"] == [{"file": "handcrafted_exp_3_legacy.yaml", "exp_id": "legacy-tip"}]
+    assert report["updated"] == [{"file": "handcrafted_exp_2_plot.yaml", "exp_id": "plot-style"}]
+    assert report["unchanged"] == [{"file": "handcrafted_exp_1_same.yaml", "exp_id": "file-validation"}]
+    rejected = {entry["file"]: entry for entry in report["rejected"]}
+    assert list(rejected) == ["handcrafted_exp_4_again.yaml", "handcrafted_exp_5_broken.yaml"]
+    assert rejected["handcrafted_exp_4_again.yaml"]["line"] == 1
+    assert "file-validation" in rejected["handcrafted_exp_4_again.yaml"]["error"]
+    assert "handcrafted_exp_1_same.yaml" in rejected["handcrafted_exp_4_again.yaml"]["error"]
+    assert rejected["handcrafted_exp_5_broken.yaml"]["line"] == 3
+    legacy = Experience.objects.get(exp_id="legacy-tip")
+    assert legacy.when == legacy.what == "Keep answers short."
+    assert Experience.objects.get(exp_id="plot-style").what == "Label both axes."
 
 
 def test_dry_run_and_approve(tenant, seed_dir):

@@ -67,33 +67,54 @@ def test_it_selects_from_a_json_object_and_injects_only_the_what_texts(api, expe
     assert (log.prompt_tokens, log.completion_tokens) == (11, 7)
 
 
-def test_it_accepts_a_json_array_of_ids(api, experiences, llm_server):
-    llm_server.script(Reply('["plot-style"]'))
-    body = select(api).json()
-    assert [s["exp_id"] for s in body["selected"]] == ["plot-style"]
-    assert SelectionLog.objects.get(pk=body["log_id"]).selected == ["plot-style"]
-
-
-def test_it_falls_back_to_ids_written_in_plain_text(api, experiences, llm_server):
-    llm_server.script(Reply("Both apply: plot-style, and file-validation because a file is read."))
-    body = select(api).json()
-    assert [s["exp_id"] for s in body["selected"]] == ["file-validation", "plot-style"]
-    assert SelectionLog.objects.get(pk=body["log_id"]).selected == ["file-validation", "plot-style"]
-
-
-def test_it_never_returns_ids_that_were_not_candidates(api, experiences, llm_server):
-    llm_server.script(Reply('{"draft-one": true, "disabled-one": true, "planner-only": true, "made-up": true}'))
-    body = select(api).json()
-    assert body["selected"] == [] and body["prompt_text"] == ""
+def assert_logged(body: dict, sent: dict, *, query: str, raw: str, selected: list[str]) -> None:
+    """The log row holds everything seed 000's prompt log does: what was shown, answered and chosen."""
     log = SelectionLog.objects.get(pk=body["log_id"])
-    assert log.selected == [] and "made-up" in log.raw_response
+    assert (log.role, log.query) == ("CodeInterpreter", query)
+    assert log.candidates == body["candidates"]
+    assert log.messages == sent["messages"] == body["messages"]
+    assert log.raw_response == raw == body["raw_response"]
+    assert log.selected == selected == [s["exp_id"] for s in body["selected"]]
+    assert (log.backend, log.model, log.error) == ("openai", "scripted-model", "")
+    assert log.latency_ms == body["latency_ms"] >= 0
 
 
-def test_a_garbage_answer_selects_nothing_and_is_logged(api, experiences, llm_server):
-    llm_server.script(Reply("I cannot help with that {"))
-    body = select(api).json()
-    assert body["selected"] == []
-    assert SelectionLog.objects.get(pk=body["log_id"]).raw_response == "I cannot help with that {"
+ANSWER_FORMS = {
+    "object": ('{"file-validation": true, "plot-style": false}', ["file-validation"]),
+    "object-with-string-flags": ('{"file-validation": "false", "plot-style": "yes"}', ["plot-style"]),
+    "array": ('["plot-style"]', ["plot-style"]),
+    "array-in-a-fence": ('```json\n["file-validation", "plot-style"]\n```', ["file-validation", "plot-style"]),
+    "plain-text": (
+        "Both apply: plot-style, and file-validation because a file is read.",
+        ["file-validation", "plot-style"],
+    ),
+    "not-candidates": (
+        '{"draft-one": true, "disabled-one": true, "planner-only": true, "made-up": true, "plot-style": true}',
+        ["plot-style"],
+    ),
+    "only-not-candidates": ('["draft-one", "planner-only", "made-up"]', []),
+    "plain-text-not-candidates": ("Use planner-only and draft-one.", []),
+    "garbage": ("I cannot help with that {", []),
+    "empty": ("", []),
+}
+
+
+@pytest.mark.parametrize("answer, chosen", ANSWER_FORMS.values(), ids=ANSWER_FORMS.keys())
+def test_each_answer_form_selects_only_candidates_and_is_logged(api, experiences, llm_server, answer, chosen):
+    llm_server.script(Reply(answer))
+    response = select(api, query="read data.csv and plot it")
+    assert response.status_code == 200, response.content
+    body = response.json()
+
+    assert [c["exp_id"] for c in body["candidates"]] == ["file-validation", "plot-style"]
+    assert [s["exp_id"] for s in body["selected"]] == chosen
+    for hidden in ("draft-one", "disabled-one", "planner-only", "made-up"):
+        assert hidden not in body["prompt_text"]
+    if chosen:
+        assert body["prompt_text"].count(INJECTED_DELIMITER) >= 1
+    else:
+        assert body["prompt_text"] == ""
+    assert_logged(body, llm_server.requests[-1], query="read data.csv and plot it", raw=answer, selected=chosen)
 
 
 def test_an_unreadable_http_body_answers_503_and_logs_the_failure(api, experiences, llm_server):
@@ -123,7 +144,12 @@ def test_the_who_filter_keeps_the_roles_experiences_and_those_for_every_role(api
     assert [c["exp_id"] for c in body["candidates"]] == ["planner-only", "plot-style"]
     prompt = prompt_of(llm_server.requests[-1])
     assert "planner-only" in prompt and FILE_WHEN not in prompt
-    assert SelectionLog.objects.get().candidates == body["candidates"]
+    log = SelectionLog.objects.get()
+    assert (log.role, log.candidates, log.messages) == (
+        "planner",
+        body["candidates"],
+        llm_server.requests[-1]["messages"],
+    )
 
 
 def test_the_default_template_undoubles_braces_and_keeps_values_literal(api, experiences, llm_server):
@@ -147,7 +173,8 @@ def test_a_team_template_replaces_the_default(api, admin_api, experiences, llm_s
     assert prompt_of(sent).startswith("Pick ids.\n- id: file-validation\n  when: " + FILE_WHEN)
     assert prompt_of(sent).endswith('Seen: earlier talk\nAnswer like {"id": true}')
     assert "response_format" not in sent  # OpenAI refuses json_object when the prompt never says JSON
-    assert SelectionLog.objects.get(pk=body["log_id"]).selected == ["plot-style"]
+    assert_logged(body, sent, query="read data.csv and plot it", raw='{"plot-style": true}', selected=["plot-style"])
+    assert SelectionLog.objects.get().context == "earlier talk"
 
 
 def test_a_template_with_a_lone_brace_or_unknown_placeholder_is_refused(admin_api):

@@ -117,6 +117,15 @@ def test_it_links_every_agent_of_the_session(member: Client, session: Session) -
     assert f'href="{agent_url(session, "reviewer")}"' in html
 
 
+def test_seed_roles_get_distinct_colours_and_every_role_a_stable_one() -> None:
+    seed_roles = ["User", "Planner", "CodeInterpreter", "WebExplorer"]
+    hues = [round_pages.role_hue(role) for role in seed_roles]
+    # At least 30 degrees apart on the colour wheel, so no two seed roles look alike.
+    assert all(min(abs(a - b), 360 - abs(a - b)) >= 30 for i, a in enumerate(hues) for b in hues[i + 1 :])
+    assert round_pages.role_hue("developer") == round_pages.role_hue("developer")
+    assert round_pages.role_hue("developer") in round_pages.ROLE_PALETTE
+
+
 def test_rounds_are_paged_by_cursor(member: Client, session: Session, monkeypatch) -> None:
     monkeypatch.setattr(round_pages, "ROUNDS_PER_PAGE", 2)
     first = member.get(rounds_url(session))

@@ -43,6 +43,34 @@ def test_conversation_scope_counts_from_every_round_round_scope_only_from_the_cu
     assert entries(api, session_id, type="plan") == [("overall plan", "conversation")]
 
 
+def fail_round(api, session_id: str, round_id: str) -> None:
+    response = api.patch(f"/api/v1/sessions/{session_id}/rounds/{round_id}/", {"state": "failed"}, format="json")
+    assert response.status_code == 200, response.content
+
+
+def test_a_failed_round_still_shares_like_seed_000(api, session_id):
+    # Seed 000's get_shared_memory_entries reads every round, failed or not (only get_role_rounds
+    # skips failures): a conversation plan written in a failed round stays in effect, and a failed
+    # round that is still the latest keeps its round-scoped entries until the next round starts.
+    start_round(api, session_id, "round-1")
+    share(api, session_id, "overall plan", "conversation", "Planner")
+    fail_round(api, session_id, "round-1")
+    start_round(api, session_id, "round-2")
+    share(api, session_id, "retry plan", "conversation", "CodeInterpreter")
+    share(api, session_id, "step plan of the failing round", "round", "WebExplorer")
+    fail_round(api, session_id, "round-2")
+    assert entries(api, session_id, type="plan") == [
+        ("overall plan", "conversation"),
+        ("retry plan", "conversation"),
+        ("step plan of the failing round", "round"),
+    ]
+    start_round(api, session_id, "round-3")
+    assert entries(api, session_id, type="plan") == [("overall plan", "conversation"), ("retry plan", "conversation")]
+    # get_role_rounds, by contrast, leaves the failed rounds out unless asked.
+    rounds = api.get(f"/api/v1/sessions/{session_id}/rounds/", {"include_failure_rounds": "false"}).json()
+    assert [r["id"] for r in rounds["results"]] == ["round-3"]
+
+
 def test_only_each_roles_latest_entry_is_kept_in_the_order_they_were_written(api, session_id):
     start_round(api, session_id, "round-1")
     share(api, session_id, "planner v1", "conversation", "Planner")
