@@ -104,9 +104,8 @@ class SelectionLog(models.Model):
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)  # the LLM failure, when there was no answer
-    session = models.ForeignKey(
-        Session, on_delete=models.SET_NULL, related_name="selection_logs", null=True, blank=True
-    )
+    # CASCADE: the log holds the session's text (context, prompt messages), so it goes with it.
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="selection_logs", null=True, blank=True)
     round_id = models.CharField(max_length=200, blank=True)
     post_id = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin.models import DELETION, LogEntry
+from django.contrib.contenttypes.models import ContentType
 from django.db.models import Count, QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse
@@ -12,7 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from memory_app import compaction, fact_extraction, facts, services
+from memory_app import compaction, fact_extraction, facts, selectors, services
 from memory_app.models import (
     ApiKey,
     CompactionRun,
@@ -66,6 +68,36 @@ class TeamAdmin(admin.ModelAdmin):
     @admin.display(description="API keys", ordering="key_count")
     def key_count(self, team: Team) -> int:
         return team.key_count  # type: ignore[attr-defined]
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[list[Any], dict[str, int], set, list]:
+        """A summary by counts instead of Django's list of every related row (a team can hold
+        millions of messages), and no per-model delete permission: the conversation rows
+        are read-only here, yet deleting the team through `team_delete` must take them all."""
+        teams = list(objs)
+        counts = selectors.team_row_counts(team_ids=[team.pk for team in teams])
+        return [str(team) for team in teams], counts, set(), []
+
+    def log_deletions(self, request: HttpRequest, queryset: Any) -> None:
+        """Logged by `_log_team_deletion` after the delete instead: the default entry would keep
+        the team's name, and `team_delete` removes every log line about the team's rows."""
+
+    def _log_team_deletion(self, request: HttpRequest, team_pk: int) -> None:
+        LogEntry.objects.create(
+            user_id=request.user.pk,
+            content_type=ContentType.objects.get_for_model(Team),
+            object_id=str(team_pk),
+            object_repr=f"team #{team_pk}",
+            action_flag=DELETION,
+        )
+
+    def delete_model(self, request: HttpRequest, obj: Team) -> None:
+        team_pk = obj.pk
+        services.team_delete(team=obj)
+        self._log_team_deletion(request, team_pk)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Team]) -> None:
+        for team in list(queryset):
+            self.delete_model(request, team)
 
     def save_model(self, request: HttpRequest, obj: Team, form: ModelForm, change: bool) -> None:
         if change:

@@ -9,6 +9,7 @@ class MemoryAppConfig(AppConfig):
     def ready(self) -> None:
         # Registers the OpenAPI extension for the API key scheme.
         from memory_app.api import schema  # noqa: F401
+        from memsite import checks  # noqa: F401  (registers the system checks)
         from memsite.celery import prepare_broker
 
         prepare_broker()

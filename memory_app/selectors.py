@@ -807,3 +807,17 @@ def workers_seen(*, timeout: float = 0.5, deadline: float = 2.0, remember: float
         key=lambda worker: worker.name,
     )
     return WorkersSeen(known=bool(workers), workers=workers, detail=detail)
+
+
+def team_row_counts(*, team_ids: Sequence[int]) -> dict[str, int]:
+    """How many rows of each kind the teams own (models with a `team` foreign key, plus
+    messages), by plural verbose name, leaving out kinds with none: the admin's summary of
+    what deleting the teams removes."""
+    from django.apps import apps
+
+    counts: dict[str, int] = {}
+    models = [m for m in apps.get_models() if any(f.name == "team" and f.is_relation for f in m._meta.fields)]
+    for model in models:
+        counts[str(model._meta.verbose_name_plural)] = model._base_manager.filter(team_id__in=team_ids).count()
+    counts[str(Message._meta.verbose_name_plural)] = Message.objects.filter(session__team_id__in=team_ids).count()
+    return {name: count for name, count in sorted(counts.items()) if count}

@@ -9,6 +9,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Sum
 from django.db.models.functions import Coalesce
@@ -47,6 +49,48 @@ TOOL_CALL_LOOKBACK = 50
 def team_get_or_create(*, name: str) -> Team:
     team, _ = Team.objects.get_or_create(name=name)
     return team
+
+
+def _admin_log_entries_of(team: Team) -> list[int]:
+    """Ids of admin LogEntry rows about the team or any row it owns: their `object_repr`
+    (a session's external id, an experience's exp_id, the team's name) is team data too."""
+    from django.contrib.admin.models import LogEntry  # the admin app is optional to this module
+
+    by_model: dict[type, dict[Any, list[int]]] = {}
+    entries = LogEntry.objects.filter(content_type__app_label__in=("memory_app", "experiences_app"))
+    for entry_id, content_type_id, object_id in entries.values_list("pk", "content_type_id", "object_id"):
+        model = ContentType.objects.get_for_id(content_type_id).model_class()
+        if model is None:
+            continue
+        try:
+            pk = model._meta.pk.to_python(object_id)
+        except (DjangoValidationError, ValueError, TypeError):
+            continue
+        by_model.setdefault(model, {}).setdefault(pk, []).append(entry_id)
+    doomed: list[int] = []
+    for model, ids in by_model.items():
+        if model is Team:
+            doomed += ids.get(team.pk, [])
+            continue
+        owner = "team" if any(f.name == "team" for f in model._meta.fields) else None
+        if owner is None and any(f.name == "experience" for f in model._meta.fields):
+            owner = "experience__team"
+        if owner is None:
+            continue
+        for pk in model._base_manager.filter(pk__in=list(ids), **{owner: team}).values_list("pk", flat=True):
+            doomed += ids[pk]
+    return doomed
+
+
+@transaction.atomic
+def team_delete(*, team: Team) -> None:
+    """Delete a team and every trace of it: sessions with all they hold, facts, jobs, events,
+    keys, memberships, experiences and their selection logs (all by CASCADE from the team),
+    and the admin log lines that named its rows. Users stay: they are people, not team data."""
+    from django.contrib.admin.models import LogEntry
+
+    LogEntry.objects.filter(pk__in=_admin_log_entries_of(team)).delete()
+    team.delete()
 
 
 def api_key_create(
@@ -156,7 +200,13 @@ def session_update(*, session: Session, data: Mapping[str, Any]) -> Session:
     return session
 
 
+@transaction.atomic
 def session_delete(*, session: Session) -> None:
+    """Delete a session and every trace of it. Everything that refers to the session is
+    removed by CASCADE (messages, rounds, attachments, shared memory, scratch, summaries and
+    compaction runs, facts and extraction runs with their raw output, events, agent memory
+    and its archive, experience selection logs): a user's delete is the one place raw
+    messages go, and nothing may survive holding their text."""
     session.delete()
 
 

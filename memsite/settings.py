@@ -255,7 +255,9 @@ AGENT_MEMORY_MEDIUM_MAX_BYTES = env_int("MEMSITE_AGENT_MEMORY_MEDIUM_MAX_BYTES",
 
 # --- LLM: an OpenAI-compatible server when LLM_BASE_URL is set, else the offline backend ---
 LLM_BACKEND = env_str("LLM_BACKEND")  # dotted path; empty = choose from LLM_BASE_URL
-LLM_BASE_URL = env_str("LLM_BASE_URL")
+LLM_BASE_URL = env_str("LLM_BASE_URL")  # checked by memsite.checks (no file:, link-local, metadata)
+# Hosts a per-team LLM endpoint may name (memsite/url_policy.py `check_llm_url`); empty = public hosts only.
+LLM_ALLOWED_HOSTS = env_list("MEMSITE_LLM_ALLOWED_HOSTS", [])
 LLM_API_KEY = env_str("LLM_API_KEY")
 LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")
 LLM_TIMEOUT = env_float("LLM_TIMEOUT", 60.0)
