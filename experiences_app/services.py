@@ -32,7 +32,7 @@ from experiences_app.yaml_io import (
     parse_experience_files,
     validate_experience,
 )
-from memory_app.llm import EXTRACTIVE_BACKEND, ChatRequest, LLMPermanentError, LLMTransientError, get_backend
+from memory_app.llm import EXTRACTIVE_BACKEND, ChatRequest, LLMPermanentError, LLMTransientError, complete, get_backend
 from memory_app.models import ApiKey, Session, Team
 from memsite.errors import Conflict, InvalidInput, LLMFailed, LLMUnavailable
 
@@ -349,7 +349,7 @@ def experience_select(
     )
     started = time.monotonic()
     try:
-        answer = backend.complete(request)
+        answer = complete(backend, request)
     except (LLMTransientError, LLMPermanentError) as exc:
         log.latency_ms = int((time.monotonic() - started) * 1000)
         log.error = exc.detail

@@ -9,6 +9,8 @@ class MemoryAppConfig(AppConfig):
     def ready(self) -> None:
         # Registers the OpenAPI extension for the API key scheme.
         from memory_app.api import schema  # noqa: F401
+        from memory_app.metrics import metrics_dir
         from memsite.celery import prepare_broker
 
         prepare_broker()
+        metrics_dir()  # every process writes its metric samples there

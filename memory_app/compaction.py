@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from memory_app import context as ctx
 from memory_app import counting, memory_config, summary_prompt
-from memory_app.llm import ChatRequest, LLMPermanentError, LLMTransientError, get_backend
+from memory_app.llm import ChatRequest, LLMPermanentError, LLMTransientError, complete, get_backend
 from memory_app.models import CompactionRun, MemoryEvent, Message, Session
 from memory_app.selectors import latest_done_run
 from memory_client.openai_format import to_openai_message
@@ -214,7 +214,7 @@ def _summarize(run: CompactionRun, plan: Plan, config: memory_config.ManagedMemo
             "image_ids": [ref.image_id for ref in images],
         },
     )
-    result = get_backend().complete(request)
+    result = complete(get_backend(), request)
     try:
         data = summary_prompt.parse_summary(result.text)
     except summary_prompt.UnusableSummary as exc:

@@ -27,7 +27,7 @@ from memory_app.context import content_text
 from memory_app.fact_output import FactOutputError, Triple, normalize_term, parse_fact_output
 from memory_app.fact_prompt import fact_request
 from memory_app.facts import MANUAL_EXTRACTOR, FactInput, WriteOutcome, write_facts
-from memory_app.llm import LLMPermanentError, LLMResult, LLMTransientError, get_backend
+from memory_app.llm import LLMPermanentError, LLMResult, LLMTransientError, complete, get_backend
 from memory_app.models import FactExtractionRun, MemoryEvent, MemoryType, Message, Session
 from memsite.errors import Conflict, InvalidInput
 
@@ -286,7 +286,7 @@ def fact_extraction_execute(*, run_id: str) -> str:
     if not plan.lines:
         return _apply(run, plan, [], raw_output="", result=None, started=started, expect=(Status.RUNNING,))
     try:
-        result = get_backend().complete(fact_request(lines=plan.lines, max_tokens=settings.FACTS_OUTPUT_MAX_TOKENS))
+        result = complete(get_backend(), fact_request(lines=plan.lines, max_tokens=settings.FACTS_OUTPUT_MAX_TOKENS))
     except LLMTransientError as exc:
         return _retry_or_fail(run, exc.detail, exc.retry_after, started)
     except LLMPermanentError as exc:
