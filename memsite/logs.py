@@ -12,8 +12,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
@@ -76,13 +75,12 @@ def sane_request_id(value: str | None) -> str:
     return new_request_id()
 
 
-@contextmanager
-def bound_request_id(request_id: str | None) -> Iterator[None]:
-    token = request_id_var.set(request_id)
-    try:
-        yield
-    finally:
-        request_id_var.reset(token)
+def clear_context(**_: Any) -> None:
+    """Forget the request or task id: connected to Django's `request_finished` (sent when the
+    server closes the response, so even Django's own "Not Found" line, logged after the
+    middleware returned, still has the id) and to Celery's `task_postrun`."""
+    request_id_var.set(None)
+    task_var.set(None)
 
 
 def mask_secrets(text: str) -> str:
@@ -182,6 +180,4 @@ def on_task_prerun(task_id: str | None = None, task: Any = None, **_: Any) -> No
     task_var.set((task_id or "", getattr(task, "name", "")))
 
 
-def on_task_postrun(**_: Any) -> None:
-    request_id_var.set(None)
-    task_var.set(None)
+on_task_postrun = clear_context

@@ -58,8 +58,10 @@ class RequestIdMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         request_id = logs.sane_request_id(request.headers.get("X-Request-ID"))
         request.request_id = request_id
-        with logs.bound_request_id(request_id):
-            response = self.get_response(request)
+        # Not reset on the way out: Django logs 4xx/5xx answers after the middleware chain
+        # returns; `request_finished` clears it (memsite.logs.clear_context).
+        logs.request_id_var.set(request_id)
+        response = self.get_response(request)
         response["X-Request-ID"] = request_id
         return response
 

@@ -276,7 +276,12 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     # The SDK's debug lines carry whole prompts (message content): never below WARNING.
-    "loggers": {"openai": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
+    # SQL debug lines carry parameters (message content, key digests): never below INFO either.
+    "loggers": {
+        "openai": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+        "django.db.backends": {"level": "INFO"},
+    },
 }
 
 # --- Metrics: /metrics for Prometheus, shared by every gunicorn and Celery process --------
