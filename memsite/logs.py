@@ -55,10 +55,7 @@ _CONTENT_KEYS = frozenset(
     }
 )
 # Secret-looking substrings of free text: bearer credentials and memsite API keys.
-_SECRET_TEXT = (
-    re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"),
-    re.compile(r"\bmsk_[A-Za-z0-9_-]{8,}"),
-)
+_SECRET_TEXT = re.compile(r"(?i)\b(?:(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}|msk_[A-Za-z0-9_-]{8,})")
 _SECRET_SETTINGS = ("SECRET_KEY", "API_KEY_HMAC_SECRET", "LLM_API_KEY", "METRICS_TOKEN")
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
 _RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
@@ -90,9 +87,11 @@ def mask_secrets(text: str) -> str:
         # Short values would mask ordinary words; real secrets are long.
         if len(value) >= 8 and value in text:
             text = text.replace(value, REDACTED)
-    for pattern in _SECRET_TEXT:
-        text = pattern.sub(lambda m: f"{m.group(1)} {REDACTED}" if m.lastindex else REDACTED, text)
-    return text
+    return _SECRET_TEXT.sub(_mask_match, text)
+
+
+def _mask_match(match: re.Match[str]) -> str:
+    return f"{match.group(1)} {REDACTED}" if match.group(1) else REDACTED
 
 
 def redact(value: Any, key: str = "") -> Any:
@@ -107,7 +106,8 @@ def redact(value: Any, key: str = "") -> Any:
         return [redact(v) for v in value]
     if value is None or isinstance(value, bool | int | float):
         return value
-    return mask_secrets(str(value))
+    text = str(value)
+    return mask_secrets(text) if len(text) >= 8 else text  # nothing shorter can hold a secret
 
 
 class ContextFilter(logging.Filter):
