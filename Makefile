@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 STAMP := $(VENV)/.installed
+# Where every process of `make run` writes its metric samples (see memsite/settings.py).
+METRICS_DIR := $(or $(PROMETHEUS_MULTIPROC_DIR),$(or $(MEMSITE_VAR_DIR),var)/prometheus)
 # The differential tests (tests/memory_client) run the reference library, marsys 0.2.1, which
 # needs Python 3.12: it gets its own venv. PYTHON312 is found on PATH or in pyenv's versions.
 MARSYS_VENV := var/marsys-venv
@@ -20,10 +22,12 @@ $(STAMP): requirements.txt requirements-dev.txt
 	touch $(STAMP)
 
 run: $(STAMP)
-	mkdir -p var
+	mkdir -p var $(METRICS_DIR)
+	# Samples of a previous run's processes would otherwise be summed into this run's metrics.
+	rm -f $(METRICS_DIR)/*.db
 	$(BIN)/python manage.py migrate --no-input
 	$(BIN)/python manage.py bootstrap --base-url http://127.0.0.1:$(PORT)
-	MEMSITE_PORT=$(PORT) $(BIN)/honcho start
+	PROMETHEUS_MULTIPROC_DIR=$(METRICS_DIR) MEMSITE_PORT=$(PORT) $(BIN)/honcho start
 
 $(MARSYS_STAMP):
 	@test -n "$(PYTHON312)" || { echo "Python 3.12 not found (marsys needs it): set PYTHON312=/path/to/python3.12" >&2; exit 1; }

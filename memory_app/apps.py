@@ -7,9 +7,18 @@ class MemoryAppConfig(AppConfig):
     verbose_name = "Conversation memory"
 
     def ready(self) -> None:
+        from django.core.signals import request_finished
+
         # Registers the OpenAPI extension for the API key scheme.
         from memory_app.api import schema  # noqa: F401
-        from memsite import checks  # noqa: F401  (registers the system checks)
+        from memory_app.metrics import metrics_dir
+        from memsite import (
+            checks,  # noqa: F401  (registers the system checks)
+            logs,
+        )
         from memsite.celery import prepare_broker
 
+        request_finished.connect(logs.clear_context, dispatch_uid="memsite.logs.clear_context")
+
         prepare_broker()
+        metrics_dir()  # every process writes its metric samples there

@@ -18,6 +18,7 @@ from django.db.models import F, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from memory_app.llm import complete
 from memory_app.llm.base import (
     ChatRequest,
     LLMBackend,
@@ -101,7 +102,7 @@ def llm_complete(
     started = time.monotonic()
     try:
         _check_budget(team, backend)
-        result = backend.complete(request)
+        result = complete(backend, request)  # the metrics' boundary
     except LLMError as exc:
         LLMCall.objects.create(
             **record,

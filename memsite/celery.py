@@ -6,13 +6,31 @@ import os
 from pathlib import Path
 
 from celery import Celery
-from celery.signals import task_prerun
+from celery.signals import before_task_publish, setup_logging, task_postrun, task_prerun
+
+from memsite import logs
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memsite.settings")
 
 app = Celery("memsite")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+# The request id travels from the request that sends a task to the worker that runs it.
+before_task_publish.connect(logs.on_before_task_publish, weak=False)
+task_prerun.connect(logs.on_task_prerun, weak=False)
+task_postrun.connect(logs.on_task_postrun, weak=False)
+
+
+@setup_logging.connect
+def _use_django_logging(**_: object) -> None:
+    """Keep Django's LOGGING (JSON or text, redacted) in the worker: with a receiver on this
+    signal Celery configures no logging of its own."""
+    import logging.config
+
+    from django.conf import settings
+
+    logging.config.dictConfig(settings.LOGGING)
 
 
 @task_prerun.connect

@@ -1,11 +1,18 @@
-"""Reject oversize request bodies before anything reads them."""
+"""Request middleware: the body size cap, the request id, and request metrics and logs."""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from memory_app import metrics
+from memsite import logs
+
+request_log = logging.getLogger("memsite.request")
 
 
 class BodySizeLimitMiddleware:
@@ -38,3 +45,53 @@ def too_large_response() -> JsonResponse:
         },
         status=413,
     )
+
+
+class RequestIdMiddleware:
+    """Give every request an id: the client's `X-Request-ID` when it is a sane token, else a
+    new one. It is on every log line written while the request runs (memsite.logs), in the
+    headers of the tasks the request sends, and returned in `X-Request-ID`."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        request_id = logs.sane_request_id(request.headers.get("X-Request-ID"))
+        request.request_id = request_id
+        # Not reset on the way out: Django logs 4xx/5xx answers after the middleware chain
+        # returns; `request_finished` clears it (memsite.logs.clear_context).
+        logs.request_id_var.set(request_id)
+        response = self.get_response(request)
+        response["X-Request-ID"] = request_id
+        return response
+
+
+class RequestMetricsMiddleware:
+    """Count and time every request by the URL pattern that served it, and write one log line
+    per request (method, pattern, path without its query string, status, duration)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        started = time.monotonic()
+        response = self.get_response(request)
+        seconds = time.monotonic() - started
+        endpoint = metrics.endpoint_label(request)
+        metrics.observe_request(
+            endpoint=endpoint, method=request.method or "", status=response.status_code, seconds=seconds
+        )
+        request_log.info(
+            "%s %s %s",
+            request.method,
+            request.path,
+            response.status_code,
+            extra={
+                "method": request.method,
+                "endpoint": endpoint,
+                "path": request.path,
+                "status": response.status_code,
+                "duration_ms": round(seconds * 1000, 1),
+            },
+        )
+        return response

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import dj_database_url
@@ -48,6 +49,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so every later middleware's log lines and early answers carry the request id.
+    "memsite.middleware.RequestIdMiddleware",
+    "memsite.middleware.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "memsite.middleware.BodySizeLimitMiddleware",
@@ -269,15 +273,41 @@ LLM_PAYLOAD_LIMIT_BYTES = env_int("LLM_PAYLOAD_LIMIT_BYTES", 25_000_000, minimum
 DAILY_LLM_TOKEN_BUDGET = env_int("MEMSITE_DAILY_LLM_TOKEN_BUDGET", 0, minimum=0)
 LLM_RATE_LIMIT = env_str("MEMSITE_LLM_RATE_LIMIT", "60/minute")
 
-# --- Logging -------------------------------------------------------------------------------
+# --- Logging: JSON lines (or text) with the request id; secrets and content redacted ----------
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
+LOG_FORMAT = env_choice("MEMSITE_LOG_FORMAT", "json" if PRODUCTION else "text", ("json", "text"))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "memsite.logs.ContextFilter"}},
+    "formatters": {
+        "plain": {"()": "memsite.logs.TextFormatter"},
+        "json": {"()": "memsite.logs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_FORMAT == "json" else "plain",
+            "filters": ["context"],
+        }
+    },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    # The SDK's debug lines carry whole prompts (message content): never below WARNING.
+    # SQL debug lines carry parameters (message content, key digests): never below INFO either.
+    "loggers": {
+        "openai": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+        "django.db.backends": {"level": "INFO"},
+    },
 }
+
+# --- Metrics: /metrics for Prometheus, shared by every gunicorn and Celery process --------
+# A bearer token for scrapers; unset = only staff sessions may read /metrics.
+METRICS_TOKEN = env_str("MEMSITE_METRICS_TOKEN")
+# Each process writes its samples to files here and /metrics sums them (multiprocess mode);
+# `make run` empties it on start. prometheus_client reads the variable when first imported.
+PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR", str(VAR_DIR / "prometheus"))
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = PROMETHEUS_MULTIPROC_DIR
 
 # --- Production profile: passes `manage.py check --deploy` with no warnings ---------------
 if PRODUCTION:

@@ -6,6 +6,8 @@ OpenAI-compatible backend when `LLM_BASE_URL` is set, else the offline extractiv
 
 from __future__ import annotations
 
+import time
+
 from django.conf import settings
 from django.utils.module_loading import import_string
 
@@ -34,6 +36,22 @@ def get_backend(path: str | None = None) -> LLMBackend:
     return import_string(path or backend_path())()
 
 
+def complete(backend: LLMBackend, request: ChatRequest) -> LLMResult:
+    """`backend.complete(request)`, recorded in the metrics (tokens, latency, errors by
+    purpose). Called only by memory_app.llm_usage.llm_complete, which every call site uses
+    (budget check and the LLMCall ledger), so no LLM call goes uncounted."""
+    from memory_app.metrics import observe_llm_call
+
+    started = time.monotonic()
+    try:
+        result = backend.complete(request)
+    except Exception as exc:
+        observe_llm_call(purpose=request.purpose, backend=backend.name, seconds=time.monotonic() - started, error=exc)
+        raise
+    observe_llm_call(purpose=request.purpose, backend=backend.name, seconds=time.monotonic() - started, result=result)
+    return result
+
+
 __all__ = [
     "ChatRequest",
     "LLMBackend",
@@ -43,5 +61,6 @@ __all__ = [
     "LLMPermanentError",
     "LLMResult",
     "LLMTransientError",
+    "complete",
     "get_backend",
 ]
