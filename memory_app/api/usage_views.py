@@ -7,7 +7,7 @@ from typing import Any
 
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,6 +16,7 @@ from memory_app import selectors, usage_selectors
 from memory_app.api.views import TeamScopedView, _query
 
 
+@extend_schema_field({"type": "string", "example": "2026-11-01", "description": "ISO date or datetime"})
 class MomentField(serializers.Field):
     """An ISO date (`2026-11-01`: the whole UTC day) or an ISO datetime."""
 
