@@ -35,6 +35,7 @@ import platform
 import random
 import re
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -296,7 +297,7 @@ async def create_sessions(client: httpx.AsyncClient, agents: list[Agent], run: i
         if agent.kind == "managed_conversation":
             # A history just under the threshold (not timed), so that every managed session is
             # compacted early in the run however slowly the machine serves it, and again later.
-            history = {"messages": [agent.message() for _ in range(max(1, threshold * 85 // 100 // TURN_TOKENS))]}
+            history = {"messages": [agent.message() for _ in range(max(1, threshold * 95 // 100 // TURN_TOKENS))]}
             response = await client.post(
                 f"/api/v1/sessions/{agent.session_id}/messages/", json=history, headers=auth(agent.key)
             )
@@ -609,6 +610,8 @@ def main() -> int:
     if args.serve_llm:
         serve_llm()
         return 0
+    # SIGTERM (also what a background job gets instead of Ctrl-C) still runs the clean-up below.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     started = time.monotonic()
     pg_url, _, db_name = args.database_url.rpartition("/")
     workdir = Path(tempfile.mkdtemp(prefix="memsite-load-"))
