@@ -23,7 +23,6 @@ import os
 import platform
 import resource
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,12 +34,28 @@ from typing import Any
 
 import httpx
 import psycopg
-from psycopg import sql
 
-ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.harness import (
+    HOST,
+    ROOT,
+    auth,
+    children_of,
+    close_django_connections,
+    create_database,
+    drop_database,
+    free_port,
+    machine_description,
+    manage,
+    pg_version,
+    setup_django,
+    start_gunicorn,
+    stop_gunicorn,
+    wait_ready,
+)
+
 WRK_SCRIPT = ROOT / "bench" / "wrk_bench.lua"
-HOST = "127.0.0.1"
 SYSTEM_PROMPT = "You are a careful assistant that remembers what the team decided."
 # A typical chat turn (~60 tokens): what agents append and what the windows hold.
 CONTENT = (
@@ -83,20 +98,6 @@ def parse_args() -> argparse.Namespace:
 # --- database and Django --------------------------------------------------------------------
 
 
-def admin_execute(pg_url: str, statement: sql.Composable) -> None:
-    with psycopg.connect(f"{pg_url}/postgres", autocommit=True) as conn:
-        conn.execute(statement)
-
-
-def create_database(pg_url: str, name: str) -> None:
-    admin_execute(pg_url, sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-    admin_execute(pg_url, sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-
-
-def drop_database(pg_url: str, name: str) -> None:
-    admin_execute(pg_url, sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
 def bench_env(database_url: str) -> dict[str, str]:
     return {
         "DJANGO_SETTINGS_MODULE": "memsite.settings",
@@ -106,28 +107,6 @@ def bench_env(database_url: str) -> dict[str, str]:
         "MEMSITE_BENCH_FLOORS": "1",
         "LOG_LEVEL": "WARNING",
     }
-
-
-def manage(env: dict[str, str], *args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
-    return result.stdout
-
-
-def setup_django(env: dict[str, str]) -> None:
-    os.environ.update(env)
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
 
 
 def seed_floor(rows: int) -> None:
@@ -201,69 +180,6 @@ def check_append_sessions(session_ids: list[str]) -> list[str]:
     return problems
 
 
-def close_django_connections() -> None:
-    from django.db import connections
-
-    connections.close_all()
-
-
-# --- gunicorn -------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
-
-
-def start_gunicorn(env: dict[str, str], port: int, log_path: Path) -> subprocess.Popen[bytes]:
-    command = [
-        str(BIN / "gunicorn"),
-        "memsite.wsgi",
-        "--chdir",
-        str(ROOT),
-        "--bind",
-        f"{HOST}:{port}",
-        "--workers",
-        "2",
-        "--worker-class",
-        "sync",
-        "--log-level",
-        "warning",
-    ]
-    log = log_path.open("wb")
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-
-
-def wait_ready(base_url: str, key: str, server: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError("gunicorn exited during start-up")
-        try:
-            response = httpx.get(f"{base_url}/bench/floor/read/", headers=auth(key), timeout=2)
-            if response.status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError("gunicorn did not answer within 30 s")
-
-
-def stop_gunicorn(server: subprocess.Popen[bytes]) -> None:
-    if server.poll() is None:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-
-
-def auth(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
 # --- CPU accounting: this machine is shared, so every sample says who else was busy ----------
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -286,18 +202,6 @@ def process_ticks(pids: list[int]) -> int:
         except (OSError, IndexError, ValueError):
             continue
     return total
-
-
-def children_of(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
-                    found.append(int(entry.name))
-            except (OSError, IndexError, ValueError):
-                continue
-    return found
 
 
 def busy_share(seconds: float) -> float:
@@ -523,24 +427,6 @@ def smoke_check(base_url: str, key: str, endpoints: list[Endpoint]) -> None:
                 assert len(data["messages"]) == 20, data
 
 
-def machine_description() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}"
-
-
-def pg_version(pg_url: str) -> str:
-    with psycopg.connect(f"{pg_url}/postgres") as conn:
-        row = conn.execute("SHOW server_version").fetchone()
-    return f"PostgreSQL {row[0] if row else '?'}"
-
-
 @dataclasses.dataclass(frozen=True)
 class Target:
     label: str
@@ -643,7 +529,7 @@ def main() -> int:
         port = free_port()
         base_url = f"http://{HOST}:{port}"
         server = start_gunicorn(env, port, workdir / "gunicorn.log")
-        wait_ready(base_url, key, server)
+        wait_ready(f"{base_url}/bench/floor/read/", auth(key), server)
         processes = ServerProcesses(args.pg_url, args.db_name, server.pid)
         append_names = [f"append-{i}" for i in range(args.append_sessions)]
         ids = create_sessions(base_url, key, ["1k", "100k", *append_names])

@@ -42,21 +42,32 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import redis
 from psycopg import sql
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.harness import (
+    LLMServer,
+    Worker,
+    admin_execute,
+    drop_database,
+    machine_description,
+    migrate,
+    serve_scripted_llm,
+    server_versions,
+    settle_database,
+    setup_django,
+)
+
 HOST = "127.0.0.1"
 SYSTEM_PROMPT = "You are a careful assistant that remembers what the team decided."
 # Typical chat turns (~40-60 tokens): the seeded history and the appends.
@@ -232,180 +243,12 @@ def cores_text(cores: dict[str, float]) -> str:
     return ", ".join(f"{name} {value:.2f}" for name, value in cores.items())
 
 
-# --- the scripted LLM, in a child process ------------------------------------------------------
+# --- the scripted LLM (bench.harness runs it in a child process) and the session seeding -------
 
 
 def serve_llm() -> None:
-    """Child mode: serve the scripted LLM until the parent closes our stdin."""
-    sys.path.insert(0, str(ROOT))
-    from tests.llm_server import ScriptedLLMServer
-
-    server = ScriptedLLMServer(default=lambda body: SUMMARY)
-    server.requests = deque(maxlen=4)  # type: ignore[assignment]  # a 100k-message request is ~25 MB
-    server.start()
-    print(server.base_url, flush=True)
-    sys.stdin.read()
-    server.stop()
-
-
-class LLMServer:
-    """The scripted LLM server in a child process: `script --serve-llm` (each bench has its own answers)."""
-
-    def __init__(self, script: Path = Path(__file__)) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, str(script.resolve()), "--serve-llm"],
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.process.stdout is not None
-        self.base_url = self.process.stdout.readline().strip()
-        if not self.base_url.startswith("http://127.0.0.1:"):
-            self.stop()
-            raise RuntimeError(f"the scripted LLM server did not start ({self.base_url!r})")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            assert self.process.stdin is not None
-            self.process.stdin.close()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-# --- the worker --------------------------------------------------------------------------------
-
-
-class Worker:
-    """One `celery worker --pool solo`; its log lines are kept with the time they arrived."""
-
-    def __init__(self, env: dict[str, str], queues: str, nice: int = 0) -> None:
-        self.process = subprocess.Popen(
-            [
-                *(["nice", "-n", str(nice)] if nice else []),
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "memsite",
-                "worker",
-                "--pool",
-                "solo",
-                "-Q",
-                queues,
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "--loglevel",
-                "INFO",
-                "-n",
-                f"cbench-{uuid.uuid4().hex[:6]}@%h",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self.lines: list[tuple[float, str]] = []
-        self._changed = threading.Condition()
-        threading.Thread(target=self._drain, daemon=True).start()
-        try:
-            self.wait_line(re.compile(r"ready\."), start=0, timeout=60)
-        except RuntimeError:
-            self.stop()
-            raise
-
-    def _drain(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            arrived = time.perf_counter()
-            with self._changed:
-                self.lines.append((arrived, line))
-                self._changed.notify_all()
-
-    def mark(self) -> int:
-        with self._changed:
-            return len(self.lines)
-
-    def wait_line(
-        self,
-        pattern: re.Pattern[str],
-        *,
-        start: int,
-        timeout: float,
-        accept: Callable[[re.Match[str]], bool] = lambda match: True,
-    ) -> tuple[float, re.Match[str]]:
-        """The arrival time and match of the first line from index `start` on that matches."""
-        deadline = time.monotonic() + timeout
-        index = start
-        with self._changed:
-            while True:
-                while index < len(self.lines):
-                    arrived, line = self.lines[index]
-                    index += 1
-                    match = pattern.search(line)
-                    if match and accept(match):
-                        return arrived, match
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self.process.poll() is not None:
-                    tail = "".join(line for _, line in self.lines[-30:])
-                    raise RuntimeError(f"worker: no line matching {pattern.pattern!r}; last lines:\n{tail}")
-                self._changed.wait(min(remaining, 1.0))
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-
-# --- database and Django -----------------------------------------------------------------------
-
-
-def admin_execute(pg_url: str, statement: sql.Composable) -> None:
-    with psycopg.connect(f"{pg_url}/postgres", autocommit=True) as conn:
-        conn.execute(statement)
-
-
-def drop_database(pg_url: str, name: str) -> None:
-    admin_execute(pg_url, sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
-def migrate(env: dict[str, str]) -> None:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), "migrate", "--no-input"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(f"manage.py migrate failed:\n{result.stdout}\n{result.stderr}")
-
-
-def setup_django(env: dict[str, str]) -> None:
-    os.environ.update(env)
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-
-
-def settle_database() -> None:
-    """After bulk seeding: fresh statistics, and the checkpoint written now rather than mid-run."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("VACUUM ANALYZE")
-        cursor.execute("CHECKPOINT")
+    """Child mode: serve the scripted LLM, answering every summary request with SUMMARY."""
+    serve_scripted_llm(lambda body: SUMMARY)
 
 
 def turn_tokens() -> dict[str, int]:
@@ -852,25 +695,6 @@ def profile_job(team: Any, messages: int) -> None:
 # --- report ------------------------------------------------------------------------------------
 
 
-def machine_description() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}"
-
-
-def server_versions(pg_url: str, redis_url: str) -> str:
-    with psycopg.connect(f"{pg_url}/postgres") as conn:
-        row = conn.execute("SHOW server_version").fetchone()
-    info = redis.Redis.from_url(redis_url).info("server")
-    return f"PostgreSQL {row[0] if row else '?'}, Redis {info.get('redis_version', '?')}"
-
-
 @dataclass(frozen=True)
 class Row:
     figure: str
@@ -1051,7 +875,7 @@ def main() -> int:
     llm: LLMServer | None = None
     worker: Worker | None = None
     try:
-        llm = LLMServer()
+        llm = LLMServer(Path(__file__))
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "memsite.settings",

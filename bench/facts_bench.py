@@ -45,7 +45,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,20 +60,23 @@ from bench.compaction_bench import (
     CLK_TCK,
     OTHERS,
     CpuMeter,
-    LLMServer,
-    Worker,
-    admin_execute,
     cores_text,
-    drop_database,
-    machine_description,
-    migrate,
     ms,
     pct,
     process_ticks,
+    wait_for_quiet,
+)
+from bench.harness import (
+    LLMServer,
+    Worker,
+    admin_execute,
+    drop_database,
+    machine_description,
+    migrate,
+    serve_scripted_llm,
     server_versions,
     settle_database,
     setup_django,
-    wait_for_quiet,
 )
 
 HOST = "127.0.0.1"
@@ -128,15 +131,8 @@ def extract_from_prompt(body: dict[str, Any]) -> str:
 
 
 def serve_llm() -> None:
-    """Child mode: serve the scripted LLM until the parent closes our stdin."""
-    from tests.llm_server import ScriptedLLMServer
-
-    server = ScriptedLLMServer(default=extract_from_prompt)
-    server.requests = deque(maxlen=4)  # type: ignore[assignment]
-    server.start()
-    print(server.base_url, flush=True)
-    sys.stdin.read()
-    server.stop()
+    """Child mode: serve the scripted LLM, extracting the triples each prompt states."""
+    serve_scripted_llm(extract_from_prompt)
 
 
 # --- the generated graph -----------------------------------------------------------------------

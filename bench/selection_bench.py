@@ -54,16 +54,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.compaction_bench import (
     OTHERS,
     CpuMeter,
-    admin_execute,
     cores_text,
+    ms,
+    pct,
+    wait_for_quiet,
+)
+from bench.harness import (
+    admin_execute,
     drop_database,
     machine_description,
     migrate,
-    ms,
-    pct,
     settle_database,
     setup_django,
-    wait_for_quiet,
 )
 
 HOST = "127.0.0.1"
