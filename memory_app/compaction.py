@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from memory_app import context as ctx
 from memory_app import counting, memory_config, summary_prompt
+from memory_app.events import event_record
 from memory_app.llm import ChatRequest, LLMPermanentError, LLMTransientError, get_backend
 from memory_app.models import CompactionRun, MemoryEvent, Message, Session
 from memory_app.selectors import latest_done_run
@@ -238,7 +239,7 @@ def _summary_text(run: CompactionRun | None) -> str | None:
 
 def _event(session: Session, kind: str, run: CompactionRun, **data: Any) -> None:
     """A MemoryEvent carrying seed 003's CompactionEvent fields."""
-    MemoryEvent.objects.create(
+    event_record(
         team_id=session.team_id,
         session=session,
         kind=kind,

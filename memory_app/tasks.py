@@ -1,14 +1,14 @@
 """Celery tasks: take ids, call ONE service, return a status string.
 
-Job state lives in CompactionRun and FactExtractionRun rows, so a task is safe to run twice: the service's
-claim lets only one execution through.
+Job state lives in CompactionRun, FactExtractionRun and WebhookDelivery rows, so a task is safe to run
+twice: the service's claim lets only one execution through.
 """
 
 from __future__ import annotations
 
 from celery import shared_task
 
-from memory_app import agent_memory, compaction, fact_extraction
+from memory_app import agent_memory, compaction, fact_extraction, webhooks
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -36,4 +36,15 @@ def sweep_fact_extractions() -> str:
 @shared_task(ignore_result=True)
 def archive_agent_memories() -> str:
     counts = agent_memory.agent_memory_archive_due()
+    return ", ".join(f"{name}={value}" for name, value in counts.items())
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def deliver_webhook(delivery_id: str) -> str:
+    return webhooks.webhook_deliver(delivery_id=delivery_id)
+
+
+@shared_task(ignore_result=True)
+def sweep_webhook_deliveries() -> str:
+    counts = webhooks.webhook_delivery_sweep()
     return ", ".join(f"{name}={value}" for name, value in counts.items())
