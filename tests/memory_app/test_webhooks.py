@@ -62,7 +62,7 @@ def only_delivery() -> WebhookDelivery:
 def test_a_delivery_is_signed_over_the_timestamp_and_body_with_the_secret(
     admin: Tenant, receiver: WebhookReceiver, sent: list, django_capture_on_commit_callbacks: Any
 ) -> None:
-    webhook, secret = hook(admin, receiver.url)
+    _, secret = hook(admin, receiver.url)
     with django_capture_on_commit_callbacks(execute=True):
         event = completed_event(admin)
     delivery = only_delivery()
