@@ -32,6 +32,7 @@ from experiences_app.yaml_io import (
     parse_experience_files,
     validate_experience,
 )
+from memory_app.events import event_record
 from memory_app.llm import (
     EXTRACTIVE_BACKEND,
     ChatRequest,
@@ -41,7 +42,7 @@ from memory_app.llm import (
     get_backend,
 )
 from memory_app.llm_usage import llm_complete
-from memory_app.models import ApiKey, Session, Team
+from memory_app.models import ApiKey, MemoryEvent, Session, Team
 from memsite.errors import BudgetExceeded, Conflict, InvalidInput, LLMFailed, LLMUnavailable
 
 # Path segments of the experiences API that an exp_id would shadow (experiences/<exp_id>/).
@@ -69,11 +70,23 @@ def _validated(*, exp_id: Any, who: Any, when: Any, what: Any) -> ExperienceData
     return data
 
 
-def _record(experience: Experience, *, actor: str, note: str) -> ExperienceRevision:
-    """Save the experience as its next revision (the caller holds the row)."""
+def _record(experience: Experience, *, actor: str, note: str, approved: bool = False) -> ExperienceRevision:
+    """Save the experience as its next revision (the caller holds the row); `approved` says this
+    revision is the one that approves it, which the team's event feed (and webhooks) hear about."""
     experience.revision += 1
     experience.roles_key = selectors.roles_key(experience.who)
     experience.save()
+    if approved:
+        event_record(
+            team_id=experience.team_id,
+            kind=MemoryEvent.Kind.EXPERIENCE_APPROVED,
+            data={
+                "exp_id": experience.exp_id,
+                "revision": experience.revision,
+                "approved_by": actor,
+                "who": experience.who,
+            },
+        )
     return ExperienceRevision.objects.create(
         experience=experience,
         number=experience.revision,
@@ -110,7 +123,7 @@ def experience_create(
     _set_status(experience, status, actor=actor)
     try:
         with transaction.atomic():
-            _record(experience, actor=actor, note=note or "created")
+            _record(experience, actor=actor, note=note or "created", approved=status == Status.APPROVED)
     except IntegrityError as exc:
         message = f"An experience with exp_id {data.exp_id!r} already exists."
         raise Conflict(message, fields={"exp_id": ["already exists"]}) from exc
@@ -142,7 +155,12 @@ def experience_update(*, experience: Experience, data: Mapping[str, Any], actor:
         _set_status(experience, status, actor=actor)
         if status == Status.DRAFT:
             experience.reviewer, experience.reviewed_at = "", None
-    _record(experience, actor=actor, note=note or ("edited" if content_changed else f"status set to {status}"))
+    _record(
+        experience,
+        actor=actor,
+        note=note or ("edited" if content_changed else f"status set to {status}"),
+        approved=status_changed and status == Status.APPROVED,
+    )
     return experience
 
 

@@ -14,7 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from memory_app import compaction, fact_extraction, facts, selectors, services
+from memory_app import compaction, fact_extraction, facts, selectors, services, webhooks
 from memory_app.models import (
     ApiKey,
     CompactionRun,
@@ -25,6 +25,8 @@ from memory_app.models import (
     Session,
     Team,
     TeamMembership,
+    Webhook,
+    WebhookDelivery,
 )
 from memsite.errors import Conflict
 
@@ -379,3 +381,37 @@ class FactExtractionRunAdmin(ReadOnlyAdmin):
     @admin.action(description="Discard selected quarantined or failed runs")
     def discard_selected(self, request: HttpRequest, queryset: QuerySet[FactExtractionRun]) -> None:
         self._each(request, queryset, fact_extraction.fact_extraction_discard, "Discarded")
+
+
+@admin.register(Webhook)
+class WebhookAdmin(ReadOnlyAdmin):
+    """Webhooks are made through the API (the secret is handed out once there); `secret` is in
+    no field list, so the admin never renders it, only its first characters."""
+
+    list_display = ["url", "team", "active", "secret_hint", "created_by", "created_at"]
+    list_filter = ["active", "team"]
+    search_fields = ["url", "description", "team__name"]
+    list_select_related = ["team"]
+    fields = ["id", "team", "url", "description", "event_kinds", "active", "secret_hint", "created_by", "created_at"]
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(ReadOnlyAdmin):
+    list_display = ["kind", "webhook", "team", "status", "attempts", "response_code", "created_at"]
+    list_filter = ["status", "kind", "team"]
+    search_fields = ["=id", "webhook__url"]
+    list_select_related = ["team", "webhook"]
+    show_full_result_count = False
+    actions = ["redeliver_selected"]
+
+    @admin.action(description="Redeliver the selected failed or delivered deliveries")
+    def redeliver_selected(self, request: HttpRequest, queryset: QuerySet[WebhookDelivery]) -> None:
+        sent = 0
+        for delivery in queryset:
+            try:
+                webhooks.webhook_redeliver(delivery=delivery)
+            except Conflict as exc:
+                self.message_user(request, f"{delivery.pk}: {exc.detail}", messages.WARNING)
+            else:
+                sent += 1
+        self.message_user(request, f"{sent} deliver{'y' if sent == 1 else 'ies'} queued again.", messages.SUCCESS)

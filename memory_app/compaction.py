@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from memory_app import context as ctx
 from memory_app import counting, memory_config, summary_prompt
+from memory_app.events import event_record
 from memory_app.llm import ChatRequest, LLMBudgetExceeded, LLMPermanentError, LLMTransientError, get_backend
 from memory_app.llm_usage import llm_complete
 from memory_app.models import CompactionRun, MemoryEvent, Message, Session
@@ -242,7 +243,7 @@ def _summary_text(run: CompactionRun | None) -> str | None:
 
 def _event(session: Session, kind: str, run: CompactionRun, **data: Any) -> None:
     """A MemoryEvent carrying seed 003's CompactionEvent fields."""
-    MemoryEvent.objects.create(
+    event_record(
         team_id=session.team_id,
         session=session,
         kind=kind,

@@ -24,6 +24,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from memory_app.context import content_text
+from memory_app.events import event_record
 from memory_app.fact_output import FactOutputError, Triple, normalize_term, parse_fact_output
 from memory_app.fact_prompt import fact_request
 from memory_app.facts import MANUAL_EXTRACTOR, FactInput, WriteOutcome, write_facts
@@ -262,7 +263,7 @@ def _ms_since(started: float) -> int:
 
 
 def _event(run: FactExtractionRun, kind: str, **data: Any) -> None:
-    MemoryEvent.objects.create(
+    event_record(
         team_id=run.team_id,
         session_id=run.session_id,
         kind=kind,

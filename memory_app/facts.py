@@ -23,6 +23,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from memory_app.events import event_record
 from memory_app.fact_output import normalize_term
 from memory_app.models import Fact, MemoryEvent, Session, Team
 from memsite.errors import Conflict, InvalidInput
@@ -117,9 +118,7 @@ def _see_again(team_id: int, scope: str, item: FactInput, now: datetime) -> Fact
 
 
 def _event(fact: Fact, kind: str, **data: Any) -> None:
-    MemoryEvent.objects.create(
-        team_id=fact.team_id, session_id=fact.session_id, kind=kind, data={"fact_id": str(fact.pk), **data}
-    )
+    event_record(team_id=fact.team_id, session_id=fact.session_id, kind=kind, data={"fact_id": str(fact.pk), **data})
 
 
 def _invalidate_rivals(fact: Fact, now: datetime) -> list[Fact]:

@@ -218,6 +218,7 @@ class MemoryEvent(models.Model):
         FACT_EXTRACTION_FAILED = "fact_extraction_failed", "fact extraction failed"
         FACT_EXTRACTION_QUARANTINED = "fact_extraction_quarantined", "fact extraction quarantined"
         FACT_INVALIDATED = "fact_invalidated", "fact invalidated"
+        EXPERIENCE_APPROVED = "experience_approved", "experience approved"
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memory_events")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events", null=True, blank=True)
@@ -433,3 +434,4 @@ class Fact(models.Model):
 from memory_app.agent_memory_models import AgentMemory, AgentMemoryEntry  # noqa: E402, F401  (seed 002 records)
 from memory_app.round_models import Attachment, Round, ScratchEntry, SharedMemoryEntry  # noqa: E402, F401  (seed 000/004)
 from memory_app.usage_models import ContextServe, LLMCall  # noqa: E402, F401  (token economics)
+from memory_app.webhook_models import Webhook, WebhookDelivery  # noqa: E402, F401  (issue 8)

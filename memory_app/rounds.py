@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 from memory_app import services
+from memory_app.events import event_record
 from memory_app.models import MemoryEvent, Message, Session, Team
 from memory_app.round_models import Attachment, Round, SharedMemoryEntry
 from memory_client.conversation import ATTACHMENT_TYPES, ROUND_STATES, SCOPES, new_id
@@ -442,8 +443,8 @@ def conversation_import(*, team: Team, parsed: ParsedConversation) -> Session:
             entry_id=entry["id"],
             created_by=entry["created_by"],
         )
-    MemoryEvent.objects.create(
-        team=team,
+    event_record(
+        team_id=team.pk,
         session=session,
         kind=MemoryEvent.Kind.IMPORTED,
         data={"rounds": len(parsed.rounds), "messages": posts, "dropped": len(parsed.warnings)},

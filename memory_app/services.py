@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from memory_app import compaction, counting, fact_extraction, scratch
 from memory_app.auth import generate_key, key_digest, key_prefix
+from memory_app.events import event_record
 from memory_app.memory_config import parse_config
 from memory_app.models import ApiKey, CompactionRun, MemoryEvent, MemoryType, Message, Session, Team
 from memory_app.selectors import latest_done_run
@@ -221,7 +222,7 @@ def session_reset(*, session: Session) -> int:
     session.active_tokens = session.system_prompt_tokens
     session.history_tokens = 0
     session.save(update_fields=["active_tokens", "history_tokens"])
-    MemoryEvent.objects.create(
+    event_record(
         team_id=session.team_id,
         session=session,
         kind=MemoryEvent.Kind.RESET,
@@ -607,5 +608,5 @@ def session_import(
     )
     if rest:
         message_append(session=session, messages=rest)
-    MemoryEvent.objects.create(team=team, session=session, kind=MemoryEvent.Kind.IMPORTED, data={"messages": len(rest)})
+    event_record(team_id=team.pk, session=session, kind=MemoryEvent.Kind.IMPORTED, data={"messages": len(rest)})
     return session

@@ -1,15 +1,15 @@
 """Celery tasks: take ids, call ONE service, return a status string.
 
-Job state lives in CompactionRun and FactExtractionRun rows, so a task is safe to run twice: the service's
-claim lets only one execution through. `observed_job` records each run's duration and outcome (its status
-string) in the metrics, from the worker process that ran it.
+Job state lives in CompactionRun, FactExtractionRun and WebhookDelivery rows, so a task is safe to run
+twice: the service's claim lets only one execution through. `observed_job` records each run's duration and
+outcome (its status string) in the metrics, from the worker process that ran it.
 """
 
 from __future__ import annotations
 
 from celery import shared_task
 
-from memory_app import agent_memory, compaction, fact_extraction
+from memory_app import agent_memory, compaction, fact_extraction, webhooks
 from memory_app.metrics import observed_job
 
 
@@ -43,4 +43,17 @@ def sweep_fact_extractions() -> str:
 @observed_job("agent_memory_archive", status_is_outcome=False)
 def archive_agent_memories() -> str:
     counts = agent_memory.agent_memory_archive_due()
+    return ", ".join(f"{name}={value}" for name, value in counts.items())
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+@observed_job("webhook_delivery")
+def deliver_webhook(delivery_id: str) -> str:
+    return webhooks.webhook_deliver(delivery_id=delivery_id)
+
+
+@shared_task(ignore_result=True)
+@observed_job("webhook_delivery_sweep", status_is_outcome=False)
+def sweep_webhook_deliveries() -> str:
+    counts = webhooks.webhook_delivery_sweep()
     return ", ".join(f"{name}={value}" for name, value in counts.items())

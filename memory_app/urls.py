@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memory_app import fact_pages, round_pages, usage_pages, views
+from memory_app import fact_pages, round_pages, usage_pages, views, webhook_pages
 
 urlpatterns = [
     path("", views.session_list, name="sessions"),
@@ -30,6 +30,10 @@ urlpatterns = [
     path("facts/<uuid:fact_id>/edit/", fact_pages.fact_edit, name="fact_edit"),
     path("facts/<uuid:fact_id>/invalidate/", fact_pages.fact_invalidate, name="fact_invalidate"),
     path("facts/<uuid:fact_id>/restore/", fact_pages.fact_restore, name="fact_restore"),
+    path("webhooks/", webhook_pages.webhook_list, name="webhooks"),
+    path(
+        "webhooks/deliveries/<uuid:delivery_id>/redeliver/", webhook_pages.webhook_redeliver, name="webhook_redeliver"
+    ),
     path("team/", views.switch_team, name="switch_team"),
     path("ops/", views.ops, name="ops"),
     path("ops/status/", views.ops_status, name="ops_status"),

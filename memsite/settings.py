@@ -216,6 +216,7 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-compactions": {"task": "memory_app.tasks.sweep_compactions", "schedule": 30.0},
     "sweep-fact-extractions": {"task": "memory_app.tasks.sweep_fact_extractions", "schedule": 30.0},
     "archive-agent-memories": {"task": "memory_app.tasks.archive_agent_memories", "schedule": 600.0},
+    "sweep-webhook-deliveries": {"task": "memory_app.tasks.sweep_webhook_deliveries", "schedule": 30.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 COMPACTION_MAX_ATTEMPTS = env_int("MEMSITE_COMPACTION_MAX_ATTEMPTS", 4, minimum=1)
@@ -256,6 +257,24 @@ AGENT_MEMORY_SMALL_SESSION_SECONDS = env_int("MEMSITE_AGENT_MEMORY_SMALL_SESSION
 AGENT_MEMORY_LONG_SESSION_SECONDS = env_int("MEMSITE_AGENT_MEMORY_LONG_SESSION_SECONDS", 4 * 3600, minimum=0)
 AGENT_MEMORY_SMALL_MAX_BYTES = env_int("MEMSITE_AGENT_MEMORY_SMALL_MAX_BYTES", 50 * 1024, minimum=1024)
 AGENT_MEMORY_MEDIUM_MAX_BYTES = env_int("MEMSITE_AGENT_MEMORY_MEDIUM_MAX_BYTES", 100 * 1024, minimum=1024)
+
+# --- Live event feed (issue 8): server-sent events and webhooks -----------------------------
+# A stream polls the events table this often, sends a heartbeat comment this often, and ends
+# after SSE_MAX_SECONDS (the client reconnects with Last-Event-ID): a gunicorn sync worker kills
+# a request that outlives its --timeout (30 s by default), so keep the lifetime below it.
+SSE_POLL_SECONDS = env_float("MEMSITE_SSE_POLL_SECONDS", 0.5)
+SSE_HEARTBEAT_SECONDS = env_float("MEMSITE_SSE_HEARTBEAT_SECONDS", 10.0)
+SSE_MAX_SECONDS = env_float("MEMSITE_SSE_MAX_SECONDS", 25.0)
+# A hole in the event ids may be a transaction still committing: the stream waits this long for it.
+SSE_GAP_GRACE_SECONDS = env_float("MEMSITE_SSE_GAP_GRACE_SECONDS", 2.0)
+WEBHOOK_TIMEOUT = env_float("MEMSITE_WEBHOOK_TIMEOUT", 10.0)
+WEBHOOK_MAX_ATTEMPTS = env_int("MEMSITE_WEBHOOK_MAX_ATTEMPTS", 5, minimum=1)
+WEBHOOK_RETRY_BACKOFF = env_float("MEMSITE_WEBHOOK_RETRY_BACKOFF", 10.0)
+WEBHOOK_RESEND_AFTER = env_int("MEMSITE_WEBHOOK_RESEND_AFTER", 120, minimum=1)
+WEBHOOK_SENDING_DEADLINE = env_int("MEMSITE_WEBHOOK_SENDING_DEADLINE", 300, minimum=1)
+# Loopback and private-network webhook targets (a receiver on the same machine) are refused in
+# production unless this is turned on; link-local and cloud metadata addresses are always refused.
+WEBHOOK_ALLOW_PRIVATE_TARGETS = env_bool("MEMSITE_WEBHOOK_ALLOW_PRIVATE_TARGETS", not PRODUCTION)
 
 # --- LLM: an OpenAI-compatible server when LLM_BASE_URL is set, else the offline backend ---
 LLM_BACKEND = env_str("LLM_BACKEND")  # dotted path; empty = choose from LLM_BASE_URL

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memory_app.api import agent_memory_views, fact_views, round_urls, usage_views, views
+from memory_app.api import agent_memory_views, fact_views, live_views, round_urls, usage_views, views
 
 urlpatterns = [
     path("sessions/", views.SessionListCreateView.as_view(), name="session-list"),
@@ -24,6 +24,19 @@ urlpatterns = [
     ),
     path("events/", views.EventListView.as_view(), name="event-list"),
     path("usage/", usage_views.UsageView.as_view(), name="usage"),
+    path("events/stream/", live_views.EventStreamView.as_view(), name="event-stream"),
+    path("webhooks/", live_views.WebhookListCreateView.as_view(), name="webhook-list"),
+    path("webhooks/<uuid:webhook_id>/", live_views.WebhookDetailView.as_view(), name="webhook-detail"),
+    path(
+        "webhooks/<uuid:webhook_id>/deliveries/",
+        live_views.WebhookDeliveryListView.as_view(),
+        name="webhook-delivery-list",
+    ),
+    path(
+        "webhooks/<uuid:webhook_id>/deliveries/<uuid:delivery_id>/redeliver/",
+        live_views.WebhookRedeliverView.as_view(),
+        name="webhook-redeliver",
+    ),
     path(
         "sessions/<uuid:session_id>/extract-facts/", fact_views.ExtractFactsView.as_view(), name="session-extract-facts"
     ),

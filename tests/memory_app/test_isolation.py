@@ -15,7 +15,17 @@ from rest_framework.test import APIClient
 from experiences_app import services as experience_services
 from experiences_app.models import Experience, SelectionLog, TeamExperienceConfig
 from experiences_app.yaml_io import read_zip
-from memory_app.models import AgentMemoryEntry, CompactionRun, Fact, FactExtractionRun, Message, Session
+from memory_app import webhooks
+from memory_app.models import (
+    AgentMemoryEntry,
+    CompactionRun,
+    Fact,
+    FactExtractionRun,
+    Message,
+    Session,
+    Webhook,
+    WebhookDelivery,
+)
 from memory_app.round_models import Round, ScratchEntry, SharedMemoryEntry
 
 pytestmark = pytest.mark.django_db
@@ -57,6 +67,9 @@ SCOPED_ROUTES: dict[str, tuple[str, ...]] = {
     "shared-memory": ("get", "post"),
     "conversation-export": ("get",),
     "session-scratch": ("get", "post"),
+    "webhook-detail": ("get", "patch", "delete"),
+    "webhook-delivery-list": ("get",),
+    "webhook-redeliver": ("post",),
 }
 # routes without ids: checked for what they reveal or create across teams
 COLLECTION_ROUTES = {
@@ -75,6 +88,8 @@ COLLECTION_ROUTES = {
     "experience-selection-list": ("get",),
     "conversation-import": ("post",),
     "usage": ("get",),
+    "event-stream": ("get",),
+    "webhook-list": ("get", "post"),
 }
 
 
@@ -94,7 +109,7 @@ def api_routes() -> dict[str, str]:
 
 
 def fill(route: str, ids: tuple[str, ...]) -> str:
-    session_id, message_id, run_id, fact_id, extraction_id, exp_id, selection_id = ids
+    session_id, message_id, run_id, fact_id, extraction_id, exp_id, selection_id, webhook_id, delivery_id = ids
     return "/" + (
         route.replace("<uuid:session_id>", session_id)
         .replace("<str:agent>", "developer")  # the victim's agent memory
@@ -106,6 +121,8 @@ def fill(route: str, ids: tuple[str, ...]) -> str:
         .replace("<uuid:run_id>", run_id)
         .replace("<uuid:fact_id>", fact_id)
         .replace("<uuid:extraction_id>", extraction_id)
+        .replace("<uuid:webhook_id>", webhook_id)
+        .replace("<uuid:delivery_id>", delivery_id)
     )
 
 
@@ -145,8 +162,12 @@ def victim(tenant):
         format="json",
     )
     tenant.client.post(f"/api/v1/sessions/{session_id}/scratch/", {"action": "secret"}, format="json")
+    webhook, _ = webhooks.webhook_create(team=tenant.team, url="http://127.0.0.1:9/secret", actor="t")
+    delivery = WebhookDelivery.objects.create(
+        team=tenant.team, webhook=webhook, kind="compaction_completed", payload={"data": "secret"}, status="failed"
+    )
     ids = (session_id, message["message_id"], str(run.pk), fact["id"], str(extraction.pk))
-    return (*ids, experience.exp_id, str(log.pk))
+    return (*ids, experience.exp_id, str(log.pk), str(webhook.pk), str(delivery.pk))
 
 
 def test_every_api_route_is_covered():
@@ -173,6 +194,8 @@ def test_another_teams_ids_answer_404_and_change_nothing(victim, other_tenant, n
     assert list(Round.objects.values_list("round_id", "state")) == [("round-secret", "created")]
     assert list(SharedMemoryEntry.objects.values_list("content", flat=True)) == ["secret"]
     assert [data["action"] for data in ScratchEntry.objects.values_list("data", flat=True)] == ["secret"]
+    assert list(Webhook.objects.values_list("url", "active")) == [("http://127.0.0.1:9/secret", True)]
+    assert list(WebhookDelivery.objects.values_list("status", flat=True)) == ["failed"]
 
 
 @pytest.mark.parametrize(
@@ -194,7 +217,11 @@ def test_events_of_another_teams_session_are_404_and_never_listed(victim, other_
     tenant.client.post(f"/api/v1/sessions/{victim[0]}/reset/")
     assert other_tenant.client.get("/api/v1/events/", {"session": victim[0]}).status_code == 404
     assert other_tenant.client.get("/api/v1/events/").json()["results"] == []
-    assert tenant.client.get("/api/v1/events/").json()["results"][0]["kind"] == "reset"
+    # oldest first: the victim's experience approval, then the reset
+    assert [e["kind"] for e in tenant.client.get("/api/v1/events/").json()["results"]] == [
+        "experience_approved",
+        "reset",
+    ]
 
 
 def test_creating_and_importing_land_in_the_callers_team(victim, other_tenant):

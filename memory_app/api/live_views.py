@@ -1,0 +1,188 @@
+"""The live event feed (server-sent events) and webhooks API (issue 8)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.renderers import BaseRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from memory_app import events, selectors, webhooks
+from memory_app.api import live_serializers as ls
+from memory_app.api.fact_views import _page_schema, _require_admin
+from memory_app.api.views import TeamScopedView, _query
+from memory_app.models import Webhook, WebhookDelivery
+from memsite.errors import InvalidInput, NotFound
+
+
+class JSONErrorsNegotiation(BaseContentNegotiation):
+    """The stream answers text/event-stream itself (a StreamingHttpResponse, never rendered);
+    whatever comes back rendered is an error, and errors are JSON whatever Accept asks for,
+    so `Accept: text/event-stream` never gets a 406."""
+
+    def select_parser(self, request: Request, parsers: list[Any]) -> Any:
+        return parsers[0] if parsers else None
+
+    def select_renderer(
+        self, request: Request, renderers: list[BaseRenderer], format_suffix: str | None = None
+    ) -> tuple[BaseRenderer, str]:
+        return renderers[0], renderers[0].media_type
+
+
+def _resume_point(request: Request, after: int | None) -> int:
+    raw = request.headers.get("Last-Event-ID")
+    if raw is not None and raw.strip():
+        serializer = ls.LastEventIdSerializer(data={"last_event_id": raw.strip()})
+        if not serializer.is_valid():
+            raise InvalidInput.for_field("Last-Event-ID", "must be the id of an event (a non-negative integer)")
+        return serializer.validated_data["last_event_id"]
+    return after if after is not None else events.latest_event_id()
+
+
+class EventStreamView(TeamScopedView):
+    """The team's MemoryEvents as server-sent events, live, resumable with Last-Event-ID."""
+
+    content_negotiation_class = JSONErrorsNegotiation
+
+    @extend_schema(
+        operation_id="events_stream",
+        parameters=[
+            ls.EventStreamQuerySerializer,
+            OpenApiParameter(
+                "Last-Event-ID",
+                OpenApiTypes.INT,
+                OpenApiParameter.HEADER,
+                description="Resume after this event id (sent by EventSource when it reconnects).",
+            ),
+        ],
+        responses={
+            (200, "text/event-stream"): OpenApiResponse(
+                OpenApiTypes.STR,
+                description="Server-sent events: `id:` the event id, `event:` its kind, `data:` the event as JSON "
+                "(the events list's shape); `: heartbeat` comments in between. The stream ends after "
+                "MEMSITE_SSE_MAX_SECONDS; reconnect with Last-Event-ID.",
+            ),
+        },
+    )
+    def get(self, request: Request) -> StreamingHttpResponse:
+        query = _query(ls.EventStreamQuerySerializer, request)
+        session = selectors.session_get(team=self.team, session_id=query["session"]) if "session" in query else None
+        cursor = events.EventCursor(
+            team=self.team, session=session, position=_resume_point(request, query.get("after"))
+        )
+        response = StreamingHttpResponse(events.event_stream(cursor=cursor), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"  # nginx would otherwise hold events back in its buffer
+        return response
+
+
+class DeliveryPagination(LimitOffsetPagination):
+    default_limit = 50
+    max_limit = 500
+
+
+class WebhookScopedView(TeamScopedView):
+    def get_webhook(self) -> Webhook:
+        try:
+            return Webhook.objects.get(team=self.team, pk=self.kwargs["webhook_id"])
+        except Webhook.DoesNotExist as exc:
+            raise NotFound("Webhook not found.") from exc
+
+
+class WebhookListCreateView(TeamScopedView):
+    """The team's webhooks; secrets are masked except in the creation answer."""
+
+    @extend_schema(operation_id="webhooks_list", responses=ls.WebhookOutputSerializer(many=True))
+    def get(self, request: Request) -> Response:
+        hooks = Webhook.objects.filter(team=self.team).order_by("created_at")
+        return Response(ls.WebhookOutputSerializer(hooks, many=True).data)
+
+    @extend_schema(
+        operation_id="webhooks_create",
+        request=ls.WebhookInputSerializer,
+        responses={201: ls.WebhookCreatedSerializer},
+        description="Admin key. The answer carries the signing `secret` this one time.",
+    )
+    def post(self, request: Request) -> Response:
+        _require_admin(request, "manage webhooks")
+        serializer = ls.WebhookInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        webhook, secret = webhooks.webhook_create(
+            team=self.team, actor=f"key:{request.auth.prefix}", **serializer.validated_data
+        )
+        data = ls.WebhookOutputSerializer(webhook).data
+        data["secret"] = secret
+        return Response(data, status=status.HTTP_201_CREATED)
+
+
+class WebhookDetailView(WebhookScopedView):
+    """One of the team's webhooks (writes need an admin key)."""
+
+    @extend_schema(operation_id="webhooks_retrieve", responses=ls.WebhookOutputSerializer)
+    def get(self, request: Request, webhook_id: str) -> Response:
+        return Response(ls.WebhookOutputSerializer(self.get_webhook()).data)
+
+    @extend_schema(
+        operation_id="webhooks_partial_update",
+        request=ls.WebhookInputSerializer(partial=True),
+        responses=ls.WebhookOutputSerializer,
+        description="Admin key.",
+    )
+    def patch(self, request: Request, webhook_id: str) -> Response:
+        webhook = self.get_webhook()
+        _require_admin(request, "manage webhooks")
+        serializer = ls.WebhookInputSerializer(data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        webhook = webhooks.webhook_update(webhook=webhook, data=serializer.validated_data)
+        return Response(ls.WebhookOutputSerializer(webhook).data)
+
+    @extend_schema(operation_id="webhooks_destroy", responses={204: None}, description="Admin key.")
+    def delete(self, request: Request, webhook_id: str) -> Response:
+        webhook = self.get_webhook()
+        _require_admin(request, "manage webhooks")
+        webhooks.webhook_delete(webhook=webhook)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class WebhookDeliveryListView(WebhookScopedView):
+    """A webhook's delivery log, newest first."""
+
+    @extend_schema(
+        operation_id="webhooks_deliveries_list",
+        parameters=[ls.DeliveryQuerySerializer],
+        responses=_page_schema("WebhookDeliveryPage", ls.WebhookDeliverySerializer(many=True)),
+    )
+    def get(self, request: Request, webhook_id: str) -> Response:
+        query = _query(ls.DeliveryQuerySerializer, request)
+        deliveries = WebhookDelivery.objects.filter(webhook=self.get_webhook()).order_by("-created_at", "-pk")
+        if "status" in query:
+            deliveries = deliveries.filter(status=query["status"])
+        paginator = DeliveryPagination()
+        page = paginator.paginate_queryset(deliveries, request, view=self)
+        return paginator.get_paginated_response(ls.WebhookDeliverySerializer(page, many=True).data)
+
+
+class WebhookRedeliverView(WebhookScopedView):
+    """Send a finished delivery again."""
+
+    @extend_schema(
+        operation_id="webhooks_deliveries_redeliver",
+        request=None,
+        responses={202: ls.WebhookDeliverySerializer},
+        description="Admin key. Sends a failed or delivered delivery's payload again as a new delivery.",
+    )
+    def post(self, request: Request, webhook_id: str, delivery_id: str) -> Response:
+        try:
+            delivery = WebhookDelivery.objects.get(webhook=self.get_webhook(), pk=delivery_id)
+        except WebhookDelivery.DoesNotExist as exc:
+            raise NotFound("Delivery not found.") from exc
+        _require_admin(request, "redeliver webhooks")
+        again = webhooks.webhook_redeliver(delivery=delivery)
+        return Response(ls.WebhookDeliverySerializer(again).data, status=status.HTTP_202_ACCEPTED)

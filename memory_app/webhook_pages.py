@@ -1,0 +1,56 @@
+"""Dashboard page of the team's webhooks and their delivery log, with redelivery for staff."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib import messages as flash
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+
+from memory_app import webhooks
+from memory_app.fact_pages import staff_action
+from memory_app.models import Team, Webhook, WebhookDelivery
+from memory_app.views import team_page
+from memsite.errors import Conflict
+
+DELIVERIES_PER_PAGE = 50
+STATUS_TABS = [("all", "All"), *WebhookDelivery.Status.choices]
+
+
+@team_page
+def webhook_list(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpResponse:
+    status = request.GET.get("status", "all")
+    if status not in dict(STATUS_TABS):
+        status = "all"
+    hooks = list(Webhook.objects.filter(team=team).order_by("created_at"))
+    deliveries = WebhookDelivery.objects.filter(team=team).select_related("webhook").order_by("-created_at", "-pk")
+    if status != "all":
+        deliveries = deliveries.filter(status=status)
+    page = Paginator(deliveries, DELIVERIES_PER_PAGE).get_page(request.GET.get("page"))
+    context = {
+        "team": team,
+        "teams": teams,
+        "webhooks": hooks,
+        "page": page,
+        "status": status,
+        "status_tabs": STATUS_TABS,
+        "is_staff": request.user.is_staff,
+    }
+    return render(request, "memory_app/webhooks.html", context)
+
+
+@staff_action
+def webhook_redeliver(request: HttpRequest, delivery_id: uuid.UUID, *, team: Team, teams: list[Team]) -> HttpResponse:
+    delivery = WebhookDelivery.objects.filter(team=team, pk=delivery_id).first()
+    if delivery is None:
+        raise Http404("No such delivery in this team.")
+    try:
+        again = webhooks.webhook_redeliver(delivery=delivery)
+    except Conflict as exc:
+        flash.error(request, exc.detail)
+    else:
+        flash.success(request, f"Queued again as delivery {again.pk}: a worker sends it shortly.")
+    return redirect(reverse("dashboard:webhooks"))
