@@ -20,7 +20,7 @@ from memory_app import compaction, counting, fact_extraction, scratch
 from memory_app.auth import generate_key, key_digest, key_prefix
 from memory_app.events import event_record
 from memory_app.memory_config import parse_config
-from memory_app.models import ApiKey, CompactionRun, MemoryEvent, MemoryType, Message, Session, Team
+from memory_app.models import ApiKey, CompactionRun, MemoryEvent, MemoryType, Message, Session, Team, WebhookDelivery
 from memory_app.selectors import latest_done_run
 from memsite.errors import Conflict, InvalidInput, NotFound
 
@@ -206,8 +206,10 @@ def session_delete(*, session: Session) -> None:
     """Delete a session and every trace of it. Everything that refers to the session is
     removed by CASCADE (messages, rounds, attachments, shared memory, scratch, summaries and
     compaction runs, facts and extraction runs with their raw output, events, agent memory
-    and its archive, experience selection logs): a user's delete is the one place raw
-    messages go, and nothing may survive holding their text."""
+    and its archive, experience selection logs, usage ledger rows): a user's delete is the one
+    place raw messages go, and nothing may survive holding their text. Webhook deliveries belong
+    to the team's webhook, not the session, but their payloads describe the session's events."""
+    WebhookDelivery.objects.filter(event__session=session).delete()
     session.delete()
 
 

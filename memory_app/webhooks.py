@@ -32,7 +32,7 @@ from memory_app.events import event_payload
 from memory_app.models import MemoryEvent, Team, Webhook, WebhookDelivery
 from memory_app.webhook_models import WEBHOOK_EVENT_KINDS
 from memsite.errors import Conflict, InvalidInput
-from memsite.url_policy import UnsafeURL, check_outbound_url
+from memsite.url_policy import REASON_UNRESOLVABLE, UnsafeURL, check_outbound_url
 
 Status = WebhookDelivery.Status
 SECRET_SCHEME = "whsec"  # noqa: S105  (the prefix of generated secrets, not a secret)
@@ -47,8 +47,9 @@ def webhook_target_problem(url: str, *, resolve: bool) -> str | None:
     """Why `url` is not an acceptable webhook target, or None: memsite.url_policy's rules, with
     private and loopback targets allowed only when MEMSITE_WEBHOOK_ALLOW_PRIVATE_TARGETS is on.
 
-    Checked at creation without DNS (a name may not resolve yet) and again before every send with
-    `resolve=True`, so a name that later points at a refused address is caught.
+    Checked at creation (`resolve=False`: a name that does not resolve yet is accepted) and again
+    before every send (`resolve=True`: it must resolve), so a name that later points at a refused
+    address is caught.
     """
     try:
         parts = urlsplit(url)
@@ -57,8 +58,10 @@ def webhook_target_problem(url: str, *, resolve: bool) -> str | None:
     except ValueError:
         pass  # reported by the policy below
     try:
-        check_outbound_url(url, allow_private=settings.WEBHOOK_ALLOW_PRIVATE_TARGETS, resolve=resolve)
+        check_outbound_url(url, allow_private=settings.WEBHOOK_ALLOW_PRIVATE_TARGETS)
     except UnsafeURL as exc:
+        if exc.reason == REASON_UNRESOLVABLE and not resolve:
+            return None
         return exc.fields["url"][0]
     return None
 

@@ -174,13 +174,14 @@ def test_a_network_error_is_retried_with_the_reason_kept(admin: Tenant, sent: li
 @pytest.mark.parametrize(
     ("url", "reason"),
     [
-        ("http://169.254.169.254/latest/meta-data/", "link-local"),
-        ("http://[fd00:ec2::254]/", "link-local"),
-        ("http://[::ffff:169.254.169.254]/", "link-local"),
+        ("http://169.254.169.254/latest/meta-data/", "metadata"),
+        ("http://169.254.10.1/", "link-local"),
+        ("http://[fd00:ec2::254]/", "metadata"),
+        ("http://[::ffff:169.254.169.254]/", "metadata"),
         ("http://metadata.google.internal/computeMetadata/v1/", "metadata"),
-        ("ftp://example.com/hook", "http and https"),
-        ("file:///etc/passwd", "http and https"),
-        ("gopher://127.0.0.1/", "http and https"),
+        ("ftp://example.com/hook", "http or https"),
+        ("file:///etc/passwd", "http or https"),
+        ("gopher://127.0.0.1/", "http or https"),
         ("http://user:pw@127.0.0.1/", "credentials"),
     ],
 )
@@ -200,7 +201,7 @@ def test_loopback_targets_need_the_private_targets_setting(admin: Tenant, settin
     # The check runs again at send time: the webhook made while it was allowed is refused now.
     completed_event(admin)
     assert webhooks.webhook_deliver(delivery_id=str(only_delivery().pk)) == "failed"
-    assert only_delivery().error.startswith("target refused: private")
+    assert only_delivery().error.startswith("target refused:") and "private" in only_delivery().error
 
 
 def test_events_fan_out_to_the_active_subscribed_webhooks_of_their_team_on_commit(

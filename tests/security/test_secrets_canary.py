@@ -32,6 +32,8 @@ from memory_app.models import (
     Fact,
     FactExtractionRun,
     Message,
+    Webhook,
+    WebhookDelivery,
 )
 from memory_app.round_models import Round
 from tests.conftest import Tenant, make_tenant
@@ -68,10 +70,14 @@ def world(secrets, settings, llm_server) -> dict[str, Any]:
         settings=settings,
         llm_server=llm_server,
     )
+    hook = admin_tenant.client.post("/api/v1/webhooks/", {"url": "http://127.0.0.1:9/hook"}, format="json").json()
+    webhook = Webhook.objects.get(pk=hook["id"])
+    WebhookDelivery.objects.create(team=writer.team, webhook=webhook, kind="compaction_completed", payload={"a": 1})
     settings.LLM_API_KEY = LLM_KEY
     user = get_user_model().objects.create_superuser("root", "root@example.com", ADMIN_PASSWORD)
     all_secrets = dict(secrets)
     all_secrets["admin password"] = ADMIN_PASSWORD
+    all_secrets["webhook secret"] = hook["secret"]
     all_secrets["admin password hash"] = user.password.split("$")[-1]
     for tenant in (writer, admin_tenant, reader):
         all_secrets[f"raw key {tenant.api_key.role}"] = tenant.key
@@ -124,6 +130,8 @@ def _path_values(session_id: str) -> dict[str, str]:
         "round_id": Round.objects.filter(session_id=session_id).first().round_id,
         "exp_id": "canary-exp",
         "selection_id": str(SelectionLog.objects.filter(session_id=session_id).first().pk),
+        "webhook_id": str(Webhook.objects.get().pk),
+        "delivery_id": str(WebhookDelivery.objects.get().pk),
     }
 
 
