@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from django.conf import settings
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
@@ -21,3 +22,18 @@ class HasTeamKey(BasePermission):
         if not isinstance(api_key, ApiKey):
             return False
         return request.method in SAFE_METHODS or api_key.role != ApiKey.Role.READ
+
+
+class ApiDocsAccess(BasePermission):
+    """The OpenAPI schema and Swagger UI: public when MEMSITE_API_DOCS_PUBLIC is on (the default
+    outside production), else for a team key of any role or a logged-in dashboard user."""
+
+    message = "The API documentation needs an API key or a dashboard login here."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        if settings.API_DOCS_PUBLIC:
+            return True
+        if isinstance(request.auth, ApiKey):
+            return True
+        user = request.user
+        return bool(user is not None and user.is_authenticated)

@@ -161,7 +161,15 @@ SPECTACULAR_SETTINGS = {
     # Choice sets that share a field name with another app's get their own enum names.
     "ENUM_NAME_OVERRIDES": {"ExperienceStatusEnum": "experiences_app.models.Experience.Status"},
     "COMPONENT_SPLIT_REQUEST": True,
+    # The schema and Swagger UI: public only when API_DOCS_PUBLIC (development), else a team key
+    # or a dashboard login (tests/security/test_deny_by_default.py).
+    "SERVE_PERMISSIONS": ["memory_app.permissions.ApiDocsAccess"],
+    "SERVE_AUTHENTICATION": [
+        "memory_app.auth.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
 }
+API_DOCS_PUBLIC = env_bool("MEMSITE_API_DOCS_PUBLIC", default=not PRODUCTION)
 
 # --- Celery: Redis when configured, otherwise a broker that needs no server -------------
 REDIS_URL = env_str("REDIS_URL")
