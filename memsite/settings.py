@@ -131,6 +131,8 @@ LOGOUT_REDIRECT_URL = "login"
 # --- Request limits ---------------------------------------------------------------------
 MAX_BODY_BYTES = env_int("MEMSITE_MAX_BODY_BYTES", 20 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_BODY_BYTES
+# YAML bodies (agent memory documents, conversation imports) are parsed in pure Python: a lower cap.
+MAX_YAML_BYTES = env_int("MEMSITE_MAX_YAML_BYTES", 2 * 1024 * 1024, minimum=1024)
 MAX_IMAGE_BYTES = env_int("MEMSITE_MAX_IMAGE_BYTES", 5 * 1024 * 1024, minimum=1024)
 MAX_MESSAGES_PER_REQUEST = env_int("MEMSITE_MAX_MESSAGES_PER_REQUEST", 500, minimum=1)
 DEFAULT_CONTEXT_WINDOW = env_int("MEMSITE_CONTEXT_WINDOW", 20, minimum=1)
