@@ -227,15 +227,26 @@ def format_experience_in_prompt(selected: Sequence[tuple[str, str]]) -> str:
     """The block injected into the role's prompt: only the `what` texts, delimited and named.
 
     Empty when nothing was selected, so the role's prompt is unchanged. The delimiter lines follow
-    the handcrafted-experience block of the system seed 000 describes.
+    the handcrafted-experience block of the system seed 000 describes; a `what` cannot forge one.
     """
     if not selected:
         return ""
     parts = [INJECTED_HEADER, INJECTED_DELIMITER]
     for exp_id, what in selected:
-        parts.append(f"Experience {exp_id}:\n{what.strip()}")
+        parts.append(f"Experience {exp_id}:\n{neutralise_delimiters(what.strip())}")
         parts.append(INJECTED_DELIMITER)
     return "\n".join(parts)
+
+
+# A line of a stored `what` that starts with a run of "=" would read as the block's delimiter
+# and let the text after it pass for instructions outside the experience block.
+_DELIMITER_LIKE = re.compile(r"^([ \t]*)={3,}", re.M)
+
+
+def neutralise_delimiters(text: str) -> str:
+    """The text with every delimiter-like line start ("===...") rewritten, so only the block's own
+    delimiter lines start with "===": a stored experience cannot close its block early."""
+    return _DELIMITER_LIKE.sub(lambda match: f"{match.group(1)}(=)", text)
 
 
 # --- offline ranking (the extractive backend's "LLM") ---------------------------------------------

@@ -31,6 +31,8 @@ from typing import Any
 
 import yaml
 
+from memsite.safe_yaml import BoundedSafeLoader
+
 MAX_FILE_BYTES = 64 * 1024  # a handcrafted experience is a few lines; this bounds parse cost
 MAX_TEXT_CHARS = 20_000  # per `when` / `what`: both must fit a prompt
 MAX_ROLES = 50
@@ -280,7 +282,7 @@ def _parse(name: str, data: bytes) -> tuple[ExperienceData, int | None]:
 
 def _load(text: str, fail: Any) -> tuple[yaml.Node | None, Any]:
     """The root node (for line numbers) and the value `yaml.safe_load` would return."""
-    loader = yaml.SafeLoader(text)
+    loader = BoundedSafeLoader(text)
     try:
         root = loader.get_single_node()
         value = loader.construct_document(root) if root is not None else None

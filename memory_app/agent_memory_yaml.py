@@ -12,13 +12,15 @@ from typing import Any
 
 import yaml
 
+from memsite.safe_yaml import BoundedSafeLoader
+
 
 class YAMLDocumentError(ValueError):
     """Text that is not a YAML document this API accepts."""
 
 
-class _TextTimestampLoader(yaml.SafeLoader):
-    """SafeLoader without the timestamp resolver: date-times stay strings."""
+class _TextTimestampLoader(BoundedSafeLoader):
+    """SafeLoader (alias-bounded) without the timestamp resolver: date-times stay strings."""
 
     yaml_implicit_resolvers = {
         first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from django.conf import settings
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
@@ -21,3 +23,28 @@ class HasTeamKey(BasePermission):
         if not isinstance(api_key, ApiKey):
             return False
         return request.method in SAFE_METHODS or api_key.role != ApiKey.Role.READ
+
+
+def require_admin(request: Request, what: str) -> None:
+    """Team settings, curation and purges are for admin keys; agents hold read or write keys.
+
+    Views call this after their lookup, so another team's ids still answer 404 (not 403).
+    tests/security/test_key_roles.py lists which route and method needs which role.
+    """
+    if request.auth.role != ApiKey.Role.ADMIN:
+        raise PermissionDenied(f"An admin key is required to {what}.")
+
+
+class ApiDocsAccess(BasePermission):
+    """The OpenAPI schema and Swagger UI: public when MEMSITE_API_DOCS_PUBLIC is on (the default
+    outside production), else for a team key of any role or a logged-in dashboard user."""
+
+    message = "The API documentation needs an API key or a dashboard login here."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        if settings.API_DOCS_PUBLIC:
+            return True
+        if isinstance(request.auth, ApiKey):
+            return True
+        user = request.user
+        return bool(user is not None and user.is_authenticated)

@@ -16,7 +16,16 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from memsite.errors import BudgetExceeded, Conflict, DomainError, InvalidInput, LLMFailed, LLMUnavailable, NotFound
+from memsite.errors import (
+    BudgetExceeded,
+    Conflict,
+    DomainError,
+    InvalidInput,
+    LLMFailed,
+    LLMUnavailable,
+    NotFound,
+    PayloadTooLarge,
+)
 
 _DOMAIN_STATUS: dict[type[DomainError], int] = {
     InvalidInput: status.HTTP_400_BAD_REQUEST,
@@ -25,6 +34,7 @@ _DOMAIN_STATUS: dict[type[DomainError], int] = {
     LLMFailed: status.HTTP_502_BAD_GATEWAY,
     LLMUnavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
     BudgetExceeded: status.HTTP_429_TOO_MANY_REQUESTS,
+    PayloadTooLarge: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
 }
 
 

@@ -32,6 +32,12 @@ class Conflict(DomainError):
     code = "conflict"
 
 
+class PayloadTooLarge(DomainError):
+    """The body is larger than this kind of request may be."""
+
+    code = "payload_too_large"
+
+
 class LLMUnavailable(DomainError):
     """The LLM did not answer now (timeout, rate limit, server error): the same request may work later."""
 

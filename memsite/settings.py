@@ -136,6 +136,8 @@ LOGOUT_REDIRECT_URL = "login"
 # --- Request limits ---------------------------------------------------------------------
 MAX_BODY_BYTES = env_int("MEMSITE_MAX_BODY_BYTES", 20 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_BODY_BYTES
+# YAML bodies (agent memory documents, conversation imports) are parsed in pure Python: a lower cap.
+MAX_YAML_BYTES = env_int("MEMSITE_MAX_YAML_BYTES", 2 * 1024 * 1024, minimum=1024)
 MAX_IMAGE_BYTES = env_int("MEMSITE_MAX_IMAGE_BYTES", 5 * 1024 * 1024, minimum=1024)
 MAX_MESSAGES_PER_REQUEST = env_int("MEMSITE_MAX_MESSAGES_PER_REQUEST", 500, minimum=1)
 DEFAULT_CONTEXT_WINDOW = env_int("MEMSITE_CONTEXT_WINDOW", 20, minimum=1)
@@ -166,7 +168,15 @@ SPECTACULAR_SETTINGS = {
     # Choice sets that share a field name with another app's get their own enum names.
     "ENUM_NAME_OVERRIDES": {"ExperienceStatusEnum": "experiences_app.models.Experience.Status"},
     "COMPONENT_SPLIT_REQUEST": True,
+    # The schema and Swagger UI: public only when API_DOCS_PUBLIC (development), else a team key
+    # or a dashboard login (tests/security/test_deny_by_default.py).
+    "SERVE_PERMISSIONS": ["memory_app.permissions.ApiDocsAccess"],
+    "SERVE_AUTHENTICATION": [
+        "memory_app.auth.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
 }
+API_DOCS_PUBLIC = env_bool("MEMSITE_API_DOCS_PUBLIC", default=not PRODUCTION)
 
 # --- Celery: Redis when configured, otherwise a broker that needs no server -------------
 REDIS_URL = env_str("REDIS_URL")

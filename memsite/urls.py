@@ -13,7 +13,8 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    # metadata_class=None: OPTIONS answers 405 (the HTML renderer has no template for DRF's metadata).
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema", metadata_class=None), name="swagger-ui"),
     path("api/v1/", include("memory_app.api.urls")),
     path("api/v1/", include("experiences_app.api.urls")),
     path("experiences/", include(("experiences_app.urls", "experiences"), namespace="experiences")),

@@ -43,6 +43,15 @@ def api(tenant: Tenant) -> APIClient:
 
 
 @pytest.fixture
+def admin_api(tenant: Tenant) -> APIClient:
+    """An admin key of the same team as `api` (team settings, approvals and purges need one)."""
+    _, raw = services.api_key_create(team=tenant.team, name="alpha-admin", role=ApiKey.Role.ADMIN)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    return client
+
+
+@pytest.fixture
 def session_id(api: APIClient) -> str:
     response = api.post("/api/v1/sessions/", {"system_prompt": "You are helpful"}, format="json")
     assert response.status_code == 201, response.content

@@ -19,8 +19,9 @@ from experiences_app.api import serializers as s
 from experiences_app.models import Experience, SelectionLog, TeamExperienceConfig
 from experiences_app.yaml_io import MAX_FILE_BYTES, MAX_ZIP_TOTAL_BYTES, ZipArchiveError, read_zip, write_zip
 from memory_app import selectors as memory_selectors
-from memory_app.api.fact_views import _page_schema, _require_admin
+from memory_app.api.fact_views import _page_schema
 from memory_app.api.views import TeamScopedView, _query
+from memory_app.permissions import require_admin
 from memory_app.throttles import LLMEndpointThrottle
 from memsite.errors import InvalidInput
 
@@ -86,14 +87,14 @@ class ExperienceDetailView(ExperiencesView):
         data = dict(serializer.validated_data)
         note = data.pop("note")
         if "status" in data:
-            _require_admin(request, "change the status of experiences")
+            require_admin(request, "change the status of experiences")
         experience = services.experience_update(experience=experience, data=data, actor=self.actor, note=note)
         return Response(s.ExperienceOutputSerializer(experience).data)
 
     @extend_schema(responses={204: None}, description="Delete the experience and its revisions (admin key).")
     def delete(self, request: Request, exp_id: str) -> Response:
         experience = self.get_experience()
-        _require_admin(request, "delete experiences")
+        require_admin(request, "delete experiences")
         services.experience_delete(experience=experience)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -123,7 +124,7 @@ class ExperienceApproveView(ExperiencesView):
     @extend_schema(request=s.NoteSerializer, responses=s.ExperienceOutputSerializer, description="Admin key.")
     def post(self, request: Request, exp_id: str) -> Response:
         experience = self.get_experience()
-        _require_admin(request, "approve experiences")
+        require_admin(request, "approve experiences")
         serializer = s.NoteSerializer(data=request.data or {})
         serializer.is_valid(raise_exception=True)
         experience = services.experience_approve(
@@ -162,7 +163,7 @@ class ExperienceImportView(ExperiencesView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         if data["approve"]:
-            _require_admin(request, "approve experiences")
+            require_admin(request, "approve experiences")
         uploads = [*data["files"], *([data["archive"]] if "archive" in data else [])]
         if not uploads:
             raise InvalidInput.for_field("files", "upload handcrafted_exp_*.yaml files or a zip of them")
@@ -232,7 +233,7 @@ class ExperienceConfigView(ExperiencesView):
         "extractive backend). Fields left out keep their value.",
     )
     def put(self, request: Request) -> Response:
-        _require_admin(request, "change the experience settings")
+        require_admin(request, "change the experience settings")
         serializer = s.ConfigInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         config = services.experience_config_update(team=self.team, data=serializer.validated_data, actor=self.actor)

@@ -20,6 +20,7 @@ from memory_app import agent_memory, agent_memory_selectors, agent_memory_yaml, 
 from memory_app.agent_memory_models import AgentMemory
 from memory_app.api.views import TeamScopedView, _query
 from memory_app.models import Session
+from memsite import safe_yaml
 
 
 class YAMLRenderer(BaseRenderer):
@@ -37,7 +38,7 @@ class YAMLParser(BaseParser):
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         encoding = (parser_context or {}).get("encoding", "utf-8")
         try:
-            return agent_memory_yaml.load(stream.read().decode(encoding))
+            return agent_memory_yaml.load(safe_yaml.read_body(stream).decode(encoding))
         except (agent_memory_yaml.YAMLDocumentError, UnicodeDecodeError) as exc:
             raise ParseError(str(exc)) from exc
 

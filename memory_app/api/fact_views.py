@@ -6,7 +6,6 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,7 +13,8 @@ from rest_framework.response import Response
 from memory_app import fact_extraction, fact_selectors, facts, selectors
 from memory_app.api import fact_serializers as fs
 from memory_app.api.views import TeamScopedView, _query
-from memory_app.models import ApiKey, Fact, FactExtractionRun, Session
+from memory_app.models import Fact, FactExtractionRun, Session
+from memory_app.permissions import require_admin
 from memory_app.throttles import LLMEndpointThrottle
 
 
@@ -33,12 +33,6 @@ def _page_schema(name: str, item: serializers.Serializer) -> serializers.Seriali
             "results": item,
         },
     )
-
-
-def _require_admin(request: Request, what: str) -> None:
-    """Curation is for team staff: checked after the lookup, so other teams still get 404."""
-    if request.auth.role != ApiKey.Role.ADMIN:
-        raise PermissionDenied(f"An admin key is required to {what}.")
 
 
 class FactsView(TeamScopedView):
@@ -96,7 +90,7 @@ class FactDetailView(FactsView):
     )
     def patch(self, request: Request, fact_id: str) -> Response:
         fact = self.get_fact()
-        _require_admin(request, "change facts")
+        require_admin(request, "change facts")
         serializer = fs.FactPatchSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         return Response(fs.FactOutputSerializer(facts.fact_update(fact=fact, data=serializer.validated_data)).data)
@@ -104,7 +98,7 @@ class FactDetailView(FactsView):
     @extend_schema(responses={204: None}, description="Invalidate the fact (admin key); it is never deleted.")
     def delete(self, request: Request, fact_id: str) -> Response:
         fact = self.get_fact()
-        _require_admin(request, "invalidate facts")
+        require_admin(request, "invalidate facts")
         facts.fact_invalidate(fact=fact)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -176,7 +170,7 @@ class FactExtractionRetryView(FactsView):
     )
     def post(self, request: Request, extraction_id: str) -> Response:
         run = self.get_run()
-        _require_admin(request, "retry extractions")
+        require_admin(request, "retry extractions")
         run = fact_extraction.fact_extraction_retry(run=run)
         return Response(fs.FactExtractionRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
@@ -190,7 +184,7 @@ class FactExtractionAcceptView(FactsView):
     )
     def post(self, request: Request, extraction_id: str) -> Response:
         run = self.get_run()
-        _require_admin(request, "accept extractions")
+        require_admin(request, "accept extractions")
         serializer = fs.AcceptInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         run = fact_extraction.fact_extraction_accept(run=run, output=serializer.validated_data["output"])
@@ -205,5 +199,5 @@ class FactExtractionDiscardView(FactsView):
     )
     def post(self, request: Request, extraction_id: str) -> Response:
         run = self.get_run()
-        _require_admin(request, "discard extractions")
+        require_admin(request, "discard extractions")
         return Response(fs.FactExtractionRunSerializer(fact_extraction.fact_extraction_discard(run=run)).data)

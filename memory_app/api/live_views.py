@@ -16,9 +16,10 @@ from rest_framework.response import Response
 
 from memory_app import events, selectors, webhooks
 from memory_app.api import live_serializers as ls
-from memory_app.api.fact_views import _page_schema, _require_admin
+from memory_app.api.fact_views import _page_schema
 from memory_app.api.views import TeamScopedView, _query
 from memory_app.models import Webhook, WebhookDelivery
+from memory_app.permissions import require_admin
 from memsite.errors import InvalidInput, NotFound
 
 
@@ -111,7 +112,7 @@ class WebhookListCreateView(TeamScopedView):
         description="Admin key. The answer carries the signing `secret` this one time.",
     )
     def post(self, request: Request) -> Response:
-        _require_admin(request, "manage webhooks")
+        require_admin(request, "manage webhooks")
         serializer = ls.WebhookInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         webhook, secret = webhooks.webhook_create(
@@ -137,7 +138,7 @@ class WebhookDetailView(WebhookScopedView):
     )
     def patch(self, request: Request, webhook_id: str) -> Response:
         webhook = self.get_webhook()
-        _require_admin(request, "manage webhooks")
+        require_admin(request, "manage webhooks")
         serializer = ls.WebhookInputSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         webhook = webhooks.webhook_update(webhook=webhook, data=serializer.validated_data)
@@ -146,7 +147,7 @@ class WebhookDetailView(WebhookScopedView):
     @extend_schema(operation_id="webhooks_destroy", responses={204: None}, description="Admin key.")
     def delete(self, request: Request, webhook_id: str) -> Response:
         webhook = self.get_webhook()
-        _require_admin(request, "manage webhooks")
+        require_admin(request, "manage webhooks")
         webhooks.webhook_delete(webhook=webhook)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -183,6 +184,6 @@ class WebhookRedeliverView(WebhookScopedView):
             delivery = WebhookDelivery.objects.get(webhook=self.get_webhook(), pk=delivery_id)
         except WebhookDelivery.DoesNotExist as exc:
             raise NotFound("Delivery not found.") from exc
-        _require_admin(request, "redeliver webhooks")
+        require_admin(request, "redeliver webhooks")
         again = webhooks.webhook_redeliver(delivery=delivery)
         return Response(ls.WebhookDeliverySerializer(again).data, status=status.HTTP_202_ACCEPTED)

@@ -17,6 +17,7 @@ from memory_app.models import Message
 from memory_app.round_models import Round, ScratchEntry, SharedMemoryEntry
 from memory_app.rounds import SHARED_MEMORY_TYPE, shared_entry_problem
 from memory_client.conversation import ATTACHMENT_TYPES
+from memsite import safe_yaml
 
 ID_CHARS = 64
 ROLE_CHARS = 200
@@ -212,7 +213,7 @@ class YAMLRenderer(BaseRenderer):
 
 
 class YAMLParser(BaseParser):
-    """YAML request bodies, read with yaml.safe_load only (no Python objects, ever)."""
+    """YAML request bodies, read with safe tags only (no Python objects, ever), bounded in size and aliases."""
 
     media_type = "application/yaml"
 
@@ -220,9 +221,11 @@ class YAMLParser(BaseParser):
         from rest_framework.exceptions import ParseError
 
         try:
-            data = yaml.safe_load(stream.read().decode("utf-8"))
+            data = yaml.load(safe_yaml.read_body(stream).decode("utf-8"), Loader=safe_yaml.BoundedSafeLoader)  # noqa: S506
         except (yaml.YAMLError, UnicodeDecodeError) as exc:
             raise ParseError(f"YAML parse error: {exc}") from exc
+        except RecursionError as exc:
+            raise ParseError("YAML parse error: nested too deeply") from exc
         # JSON's data model from here on: YAML's dates and timestamps become their text.
         try:
             return json.loads(json.dumps(data, default=str, allow_nan=False))

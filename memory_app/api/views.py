@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from memory_app import agent_memory_selectors, compaction, llm_usage, selectors, services
 from memory_app.api import serializers as s
 from memory_app.models import CompactionRun, Session, Team
+from memory_app.permissions import require_admin
 from memory_app.throttles import LLMEndpointThrottle
 
 
@@ -82,9 +83,15 @@ class SessionDetailView(TeamScopedView):
         session = services.session_update(session=session, data=serializer.validated_data)
         return Response(s.SessionOutputSerializer(session).data)
 
-    @extend_schema(responses={204: None})
+    @extend_schema(
+        responses={204: None},
+        description="Delete the session with everything recorded for it (admin key: agents may reset a "
+        "session's messages, not purge it).",
+    )
     def delete(self, request: Request, session_id: str) -> Response:
-        services.session_delete(session=self.get_session())
+        session = self.get_session()
+        require_admin(request, "delete sessions")
+        services.session_delete(session=session)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -1,23 +1,10 @@
-"""Fixtures for experiences: an admin client of the `tenant` team and approved experiences."""
+"""Fixtures for experiences: approved experiences (`admin_api` is in tests/conftest.py)."""
 
 from __future__ import annotations
 
-import pytest
-from rest_framework.test import APIClient
-
 from experiences_app import services
 from experiences_app.models import Experience
-from memory_app import services as memory_services
-from memory_app.models import ApiKey, Team
-
-
-@pytest.fixture
-def admin_api(tenant) -> APIClient:
-    """An admin key of the same team as `api` (approving and settings need one)."""
-    _, raw = memory_services.api_key_create(team=tenant.team, name="alpha-admin", role=ApiKey.Role.ADMIN)
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
-    return client
+from memory_app.models import Team
 
 
 def add_experience(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
 from experiences_app import services as experience_services
@@ -27,6 +26,7 @@ from memory_app.models import (
     WebhookDelivery,
 )
 from memory_app.round_models import Round, ScratchEntry, SharedMemoryEntry
+from tests.url_routes import api_routes
 
 pytestmark = pytest.mark.django_db
 
@@ -91,21 +91,6 @@ COLLECTION_ROUTES = {
     "event-stream": ("get",),
     "webhook-list": ("get", "post"),
 }
-
-
-def api_routes() -> dict[str, str]:
-    """{name: "api/v1/..." pattern} for every named route under api/v1/."""
-    found: dict[str, str] = {}
-
-    def walk(patterns, prefix: str) -> None:
-        for pattern in patterns:
-            if isinstance(pattern, URLResolver):
-                walk(pattern.url_patterns, prefix + str(pattern.pattern))
-            elif isinstance(pattern, URLPattern) and (prefix + str(pattern.pattern)).startswith("api/v1/"):
-                found[pattern.name] = prefix + str(pattern.pattern)
-
-    walk(get_resolver().url_patterns, "")
-    return found
 
 
 def fill(route: str, ids: tuple[str, ...]) -> str:

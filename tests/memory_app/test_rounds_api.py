@@ -244,8 +244,8 @@ def test_rounds_page_by_order_in_three_queries_whatever_the_page_holds(api, sess
         assert sum(len(r.posts_read) for r in page.rounds) == 7  # every post of rounds 1-3 but none other
 
 
-def test_deleting_a_session_deletes_its_rounds_posts_and_attachments(api, session_id):
+def test_deleting_a_session_deletes_its_rounds_posts_and_attachments(api, admin_api, session_id):
     round_id = new_round(api, session_id, "q")["id"]
     post(api, session_id, round_id, "m", "Planner", "User", [{"type": "plan", "content": "p"}])
-    assert api.delete(f"/api/v1/sessions/{session_id}/").status_code == 204
+    assert admin_api.delete(f"/api/v1/sessions/{session_id}/").status_code == 204
     assert (Round.objects.count(), Message.objects.count(), Attachment.objects.count()) == (0, 0, 0)

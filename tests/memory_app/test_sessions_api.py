@@ -78,14 +78,15 @@ def test_it_lists_filters_and_counts(api):
     assert bad.status_code == 400 and "created_after" in bad.json()["fields"]
 
 
-def test_it_patches_and_deletes_a_session(api, session_id):
+def test_it_patches_and_deletes_a_session(api, admin_api, session_id):
     api.post(f"/api/v1/sessions/{session_id}/messages/", {"role": "user", "content": "hi"}, format="json")
     patched = api.patch(f"/api/v1/sessions/{session_id}/", {"system_prompt": "New"}, format="json")
     assert patched.status_code == 200
     assert patched.json()["system_prompt"] == "New"
     assert api.get(f"/api/v1/sessions/{session_id}/").json()["system_prompt"] == "New"
 
-    assert api.delete(f"/api/v1/sessions/{session_id}/").status_code == 204
+    assert api.delete(f"/api/v1/sessions/{session_id}/").status_code == 403  # agents reset, admins purge
+    assert admin_api.delete(f"/api/v1/sessions/{session_id}/").status_code == 204
     assert api.get(f"/api/v1/sessions/{session_id}/").status_code == 404
     assert Message.objects.count() == 0
 

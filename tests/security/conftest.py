@@ -1,0 +1,70 @@
+"""A team with one of everything (so every route's lookups succeed) and a key of each role."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from rest_framework.test import APIClient
+
+from experiences_app import services as experience_services
+from experiences_app.models import SelectionLog
+from memory_app import services
+from memory_app.models import ApiKey, CompactionRun, FactExtractionRun
+from tests.conftest import Tenant
+
+
+@dataclass
+class World:
+    ids: dict[str, str]  # URL kwargs naming the team's real objects (see tests/url_routes.py)
+    clients: dict[str, APIClient]  # one client per ApiKey.Role
+
+
+def client_for(raw_key: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw_key}")
+    return client
+
+
+@pytest.fixture
+def world(tenant: Tenant, settings) -> World:
+    settings.LLM_BASE_URL, settings.LLM_BACKEND = "", ""  # selections use the offline backend
+    api = tenant.client
+    session_id = api.post("/api/v1/sessions/", {"system_prompt": "be brief"}, format="json").json()["id"]
+    message = api.post(
+        f"/api/v1/sessions/{session_id}/messages/", {"role": "user", "content": "hello"}, format="json"
+    ).json()
+    run = CompactionRun.objects.create(
+        team=tenant.team, session_id=session_id, trigger="manual", status="done", covered_to_seq=1
+    )
+    fact = api.post(
+        "/api/v1/facts/",
+        {"role": "user", "subject": "sky", "predicate": "is", "object": "blue", "session": session_id},
+        format="json",
+    ).json()
+    extraction = FactExtractionRun.objects.create(
+        team=tenant.team, session_id=session_id, trigger="manual", status="quarantined", raw_output="not json"
+    )
+    experience_services.experience_create(
+        team=tenant.team, exp_id="some-experience", who=[], when="greeting", what="say hi", actor="t"
+    )
+    log = SelectionLog.objects.create(team=tenant.team, role="user", query="hello", session_id=session_id)
+    api.post(
+        f"/api/v1/sessions/{session_id}/agents/developer/memory/attempts/",
+        {"planStep": 1, "description": "try it"},
+        format="json",
+    )
+    api.post(f"/api/v1/sessions/{session_id}/rounds/", {"user_query": "q", "id": "round-1"}, format="json")
+    clients = {ApiKey.Role.WRITE.value: api}
+    for role in (ApiKey.Role.READ, ApiKey.Role.ADMIN):
+        _, raw = services.api_key_create(team=tenant.team, name=f"{role}-key", role=role)
+        clients[role.value] = client_for(raw)
+    ids = {
+        "session_id": session_id,
+        "message_id": message["message_id"],
+        "run_id": str(run.pk),
+        "fact_id": fact["id"],
+        "extraction_id": str(extraction.pk),
+        "selection_id": str(log.pk),
+    }
+    return World(ids=ids, clients=clients)

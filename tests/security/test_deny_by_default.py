@@ -1,0 +1,112 @@
+"""Deny by default: every route of the URL resolver refuses a caller without credentials.
+
+API routes answer 401/403 for every method; pages (dashboard, experiences, admin) redirect to a
+login page. The routes come from the resolver (tests/url_routes.py), so a new route is checked
+the moment it exists; only the allowlist below may answer anonymously, each with its reason.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from memory_app import services
+from tests.url_routes import Route, all_routes, resolves_to_itself
+
+pytestmark = pytest.mark.django_db
+
+METHODS = ("get", "post", "put", "patch", "delete")
+
+PUBLIC: dict[str, str] = {
+    "healthz": "liveness probe for load balancers; reports ok/failing only, no data",
+    "login": "the dashboard's login form",
+    "logout": "logging out needs no login (Django's LogoutView)",
+    "admin:login": "the admin's login form",
+    "admin:logout": "logging out needs no login",
+    "schema": "OpenAPI schema: public only while MEMSITE_API_DOCS_PUBLIC is on (the default outside "
+    "production); see test_api_docs_need_credentials_when_not_public",
+    "swagger-ui": "Swagger UI for the schema above, under the same setting",
+}
+
+ROUTES = all_routes()
+LOGIN_PATHS = {reverse("login"), reverse("admin:login")}
+
+
+def test_every_sample_path_reaches_its_own_route():
+    assert [route.name for route in ROUTES if not resolves_to_itself(route)] == []
+
+
+def test_the_allowlist_names_only_existing_routes():
+    assert set(PUBLIC) <= {route.name for route in ROUTES}
+
+
+def _login_chain(client: Client, method: str, route: Route) -> list[tuple[int, str]]:
+    """(status, location) of the anonymous request and the redirects it leads to (followed with GET)."""
+    response = client.generic(method.upper(), route.path)
+    chain = [(response.status_code, response.get("Location", ""))]
+    for _ in range(3):  # the admin's "<object_id>/" RedirectView goes to ".../change/" first
+        status, location = chain[-1]
+        if status not in (301, 302) or urlsplit(location).path in LOGIN_PATHS:
+            break
+        response = client.get(location)
+        chain.append((response.status_code, response.get("Location", "")))
+    return chain
+
+
+@pytest.mark.parametrize("route", [r for r in ROUTES if r.name not in PUBLIC and r.is_api], ids=lambda r: r.name)
+def test_api_routes_answer_401_without_a_key_for_every_method(route: Route):
+    client = APIClient()
+    answered = {method: getattr(client, method)(route.path, {}, format="json") for method in METHODS}
+    statuses = {method: response.status_code for method, response in answered.items()}
+    assert set(statuses.values()) <= {401, 403}, statuses
+    for response in answered.values():
+        assert response["Content-Type"] == "application/json"
+        assert response.json()["error"] in ("not_authenticated", "authentication_failed", "permission_denied")
+
+
+@pytest.mark.parametrize("route", [r for r in ROUTES if r.name not in PUBLIC and r.is_api], ids=lambda r: r.name)
+def test_api_routes_refuse_revoked_and_malformed_keys(route: Route, tenant):
+    services.api_key_revoke(api_key=tenant.api_key)
+    for header in (f"Bearer {tenant.key}", "Bearer msk_notakeyatall", "Basic YWRtaW46YWRtaW4=", "Bearer"):
+        response = APIClient().get(route.path, HTTP_AUTHORIZATION=header)
+        assert response.status_code == 401, (header, response.status_code)
+
+
+@pytest.mark.parametrize("route", [r for r in ROUTES if r.name not in PUBLIC and not r.is_api], ids=lambda r: r.name)
+def test_pages_redirect_to_a_login_page_for_every_method(route: Route):
+    client = Client()
+    for method in METHODS:
+        chain = _login_chain(client, method, route)
+        assert chain[0][0] in (301, 302), (method, chain)
+        assert urlsplit(chain[-1][1]).path in LOGIN_PATHS, (method, chain)
+
+
+def test_a_logged_in_user_outside_every_team_sees_no_team_data(django_user_model, tenant):
+    # Logged in is not enough: the team pages answer 403 to a user who belongs to no team.
+    user = django_user_model.objects.create_user("stranger", password="pw-Stranger-1")
+    client = Client()
+    client.force_login(user)
+    assert client.get(reverse("dashboard:sessions")).status_code == 403
+    assert client.get(reverse("experiences:list")).status_code == 403
+    assert client.get("/admin/").status_code == 302  # not staff: the admin's own login
+
+
+def test_api_docs_need_credentials_when_not_public(settings, tenant, django_user_model):
+    settings.API_DOCS_PUBLIC = False
+    for name in ("schema", "swagger-ui"):
+        assert APIClient().get(reverse(name)).status_code in (401, 403)
+        assert tenant.client.get(reverse(name)).status_code == 200
+    member = Client()
+    member.force_login(django_user_model.objects.create_user("reader", password="pw-Reader-1"))
+    assert member.get(reverse("schema")).status_code == 200
+
+
+def test_healthz_reveals_only_reachability(settings):
+    response = Client().get(reverse("healthz"))
+    assert set(response.json()) == {"status", "database", "broker"}
+    for secret in (settings.SECRET_KEY, settings.CELERY_BROKER_URL, settings.DATABASES["default"]["NAME"]):
+        assert secret not in response.content.decode()
