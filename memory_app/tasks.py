@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from memory_app import agent_memory, compaction, fact_extraction
+from memory_app import agent_memory, compaction, fact_extraction, idempotency
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -37,3 +37,8 @@ def sweep_fact_extractions() -> str:
 def archive_agent_memories() -> str:
     counts = agent_memory.agent_memory_archive_due()
     return ", ".join(f"{name}={value}" for name, value in counts.items())
+
+
+@shared_task(ignore_result=True)
+def purge_idempotency_records() -> str:
+    return f"deleted={idempotency.idempotency_purge()}"

@@ -10,18 +10,29 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from memsite.errors import Conflict, DomainError, InvalidInput, LLMFailed, LLMUnavailable, NotFound
+from memsite.errors import (
+    Conflict,
+    DomainError,
+    IdempotencyKeyReused,
+    InvalidInput,
+    LLMFailed,
+    LLMUnavailable,
+    NotFound,
+)
+from memsite.middleware import DATABASE_ERRORS, database_unavailable_body
 
 _DOMAIN_STATUS: dict[type[DomainError], int] = {
     InvalidInput: status.HTTP_400_BAD_REQUEST,
     NotFound: status.HTTP_404_NOT_FOUND,
     Conflict: status.HTTP_409_CONFLICT,
+    IdempotencyKeyReused: status.HTTP_422_UNPROCESSABLE_ENTITY,
     LLMFailed: status.HTTP_502_BAD_GATEWAY,
     LLMUnavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
 }
@@ -67,6 +78,12 @@ def _summary(fields: dict[str, list[str]]) -> str:
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, DomainError):
         return Response(_body(exc.code, exc.detail, exc.fields), status=_DOMAIN_STATUS.get(type(exc), 400))
+    if isinstance(exc, DATABASE_ERRORS):
+        return Response(
+            database_unavailable_body(exc),
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(settings.DB_UNAVAILABLE_RETRY_AFTER)},
+        )
     if isinstance(exc, RequestDataTooBig):
         return Response(_body("payload_too_large", str(exc)), status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, Http404):
