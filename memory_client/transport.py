@@ -71,7 +71,7 @@ def _delay(attempt: int, response: httpx.Response | None) -> float:
     if retry_after and retry_after.replace(".", "", 1).isdigit():
         return min(float(retry_after), _MAX_RETRY_AFTER)
     # Jitter spreads the retries of many agents hitting the same hiccup; not security-relevant.
-    return _BACKOFF_SECONDS * 2**attempt * (1 + random.random())  # noqa: S311
+    return min(_BACKOFF_SECONDS * 2**attempt * (1 + random.random()), _MAX_RETRY_AFTER)  # noqa: S311
 
 
 class HttpApi:

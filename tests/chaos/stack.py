@@ -245,7 +245,6 @@ def base_env(work_dir: Path) -> dict[str, str]:
             "MEMSITE_SWEEP_INTERVAL": "1",
             "MEMSITE_COMPACTION_RESEND_AFTER": "2",
             "MEMSITE_FACTS_RESEND_AFTER": "2",
-            "MEMSITE_COMPACTION_MIN_INTERVAL": "0",
             "MEMSITE_BROKER_SEND_TIMEOUT": "2",
             "LOG_LEVEL": "INFO",
         }
@@ -327,7 +326,8 @@ class Stack:
     def _web_answers(self, web: Service) -> bool:
         if not web.alive():
             raise AssertionError(f"gunicorn exited:\n{web.output()[-3000:]}")
-        return httpx.get(f"{self.base_url}/healthz", timeout=5).status_code in (200, 503)
+        # Not /healthz: it waits on the broker, which some tests make hang on purpose.
+        return httpx.get(f"{self.base_url}/api/v1/sessions/", timeout=5).status_code == 401
 
     def start_worker(self) -> Service:
         self.worker = self._start(
