@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from memory_app import context as ctx
 from memory_app import counting, memory_config, summary_prompt
+from memory_app.dispatch import dispatch
 from memory_app.events import event_record
 from memory_app.llm import ChatRequest, LLMBudgetExceeded, LLMPermanentError, LLMTransientError, get_backend
 from memory_app.llm_usage import llm_complete
@@ -67,7 +68,7 @@ def effective_config(*, team_defaults: dict[str, Any], requested: dict[str, Any]
 def _send(run_id: Any, countdown: float = 0) -> None:
     from memory_app.tasks import compact_session  # tasks import services, not the reverse
 
-    compact_session.apply_async(args=[str(run_id)], countdown=countdown, queue=settings.COMPACTION_QUEUE)
+    dispatch(compact_session, run_id=run_id, countdown=countdown, queue=settings.COMPACTION_QUEUE)
 
 
 def compaction_request(*, session: Session, trigger: str) -> tuple[CompactionRun, bool]:

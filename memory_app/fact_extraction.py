@@ -24,6 +24,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from memory_app.context import content_text
+from memory_app.dispatch import dispatch
 from memory_app.events import event_record
 from memory_app.fact_output import FactOutputError, Triple, normalize_term, parse_fact_output
 from memory_app.fact_prompt import fact_request
@@ -46,7 +47,7 @@ CURABLE = (Status.QUARANTINED, Status.FAILED)  # what staff may retry, accept or
 def _send(run_id: Any, countdown: float = 0) -> None:
     from memory_app.tasks import extract_facts  # tasks import services, not the reverse
 
-    extract_facts.apply_async(args=[str(run_id)], countdown=countdown, queue=settings.FACTS_QUEUE)
+    dispatch(extract_facts, run_id=run_id, countdown=countdown, queue=settings.FACTS_QUEUE)
 
 
 def _queue(run: FactExtractionRun, countdown: float = 0) -> FactExtractionRun:

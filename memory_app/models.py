@@ -431,6 +431,30 @@ class Fact(models.Model):
         return f"({self.subject}, {self.predicate}, {self.object})"
 
 
+class IdempotencyRecord(models.Model):
+    """The stored answer to a write sent with an `Idempotency-Key` header (per team and key).
+
+    Written in the write's own transaction, so the key exists exactly when the write does:
+    a retry after a lost response gets this answer back instead of writing again. Records
+    older than IDEMPOTENCY_TTL no longer count and are purged by a beat job.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    # The session written to or created: deleting it removes the stored copy of its data.
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, null=True, related_name="+")
+    key = models.CharField(max_length=255)
+    request_hash = models.CharField(max_length=64)  # sha256 of method, path and the parsed body
+    status_code = models.PositiveSmallIntegerField()
+    response_body = models.JSONField()
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "key"], name="uniq_idempotency_key_per_team")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.status_code})"
+
+
 from memory_app.agent_memory_models import AgentMemory, AgentMemoryEntry  # noqa: E402, F401  (seed 002 records)
 from memory_app.round_models import Attachment, Round, ScratchEntry, SharedMemoryEntry  # noqa: E402, F401  (seed 000/004)
 from memory_app.usage_models import ContextServe, LLMCall  # noqa: E402, F401  (token economics)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from memory_app import agent_memory, compaction, fact_extraction, webhooks
+from memory_app import agent_memory, compaction, fact_extraction, idempotency, webhooks
 from memory_app.metrics import observed_job
 
 
@@ -57,3 +57,9 @@ def deliver_webhook(delivery_id: str) -> str:
 def sweep_webhook_deliveries() -> str:
     counts = webhooks.webhook_delivery_sweep()
     return ", ".join(f"{name}={value}" for name, value in counts.items())
+
+
+@shared_task(ignore_result=True)
+@observed_job("idempotency_purge", status_is_outcome=False)
+def purge_idempotency_records() -> str:
+    return f"deleted={idempotency.idempotency_purge()}"

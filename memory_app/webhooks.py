@@ -28,6 +28,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from memory_app.dispatch import dispatch
 from memory_app.events import event_payload
 from memory_app.models import MemoryEvent, Team, Webhook, WebhookDelivery
 from memory_app.webhook_models import WEBHOOK_EVENT_KINDS
@@ -149,7 +150,9 @@ def webhook_delete(*, webhook: Webhook) -> None:
 def _send(delivery_id: Any, countdown: float = 0) -> None:
     from memory_app.tasks import deliver_webhook  # tasks import services, not the reverse
 
-    deliver_webhook.apply_async(args=[str(delivery_id)], countdown=countdown)
+    # Bounded and never raising: an event's write must not fail because the broker is down
+    # (the delivery row stays pending and the sweeper re-sends it).
+    dispatch(deliver_webhook, run_id=delivery_id, countdown=countdown, queue=settings.CELERY_TASK_DEFAULT_QUEUE)
 
 
 def _send_on_commit(delivery_ids: Iterable[Any]) -> None:

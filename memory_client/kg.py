@@ -39,7 +39,7 @@ from memory_client.errors import (
 from memory_client.events import EventSink, MemoryResetEvent, emit
 from memory_client.memory import MAX_LAST, ROLES, SessionBound, _as_uuid
 from memory_client.messages import AgentCallMsg, Message, ToolCallMsg
-from memory_client.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT, HttpApi
+from memory_client.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT, HttpApi, new_idempotency_key
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +160,9 @@ class RemoteKGMemory(SessionBound):
                     body["external_id"] = external_id
                 if metadata is not None:
                     body["metadata"] = metadata
-                self.session_id: str = self._api.request("POST", "sessions/", json_body=body).json()["id"]
+                self.session_id: str = self._api.request(
+                    "POST", "sessions/", json_body=body, idempotency_key=new_idempotency_key()
+                ).json()["id"]
                 if description:
                     self.add_fact(*DESCRIPTION_FACT, description)
             else:
@@ -304,7 +306,9 @@ class RemoteKGMemory(SessionBound):
             )
         try:
             # A client-chosen message_id makes the append safe to retry.
-            self._api.request("POST", self._path + "messages/", json_body=message.to_dict(), idempotent=True)
+            self._api.request(
+                "POST", self._path + "messages/", json_body=message.to_dict(), idempotency_key=new_idempotency_key()
+            )
         except ApiError as exc:
             if exc.status_code in (400, 413):
                 raise MessageError(exc.detail, fields=exc.fields) from exc

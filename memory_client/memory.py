@@ -32,7 +32,7 @@ from memory_client.messages import (
     image_url,
 )
 from memory_client.openai_format import to_llm_dict
-from memory_client.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT, HttpApi
+from memory_client.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT, HttpApi, new_idempotency_key
 
 logger = logging.getLogger(__name__)
 
@@ -180,7 +180,9 @@ class RemoteConversationMemory(SessionBound):
     def _write_session(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """Create or PATCH a session; a refused memory_config is a MemoryConfigError."""
         try:
-            return self._api.request(method, path, json_body=body).json()
+            # A create carries an Idempotency-Key, so it is retried safely; a PATCH is not retried.
+            key = new_idempotency_key() if method == "POST" else None
+            return self._api.request(method, path, json_body=body, idempotency_key=key).json()
         except ApiError as exc:
             if exc.status_code == 400 and any(field.startswith("memory_config") for field in exc.fields):
                 raise MemoryConfigError(
@@ -206,7 +208,8 @@ class RemoteConversationMemory(SessionBound):
     def _write_message(self, method: str, path: str, body: Any, *, idempotent: bool) -> httpx.Response:
         """A message write; the server refusing the message itself (400/413) is a MessageError."""
         try:
-            return self._api.request(method, path, json_body=body, idempotent=idempotent)
+            key = new_idempotency_key() if method == "POST" else None
+            return self._api.request(method, path, json_body=body, idempotent=idempotent, idempotency_key=key)
         except ApiError as exc:
             if exc.status_code in (400, 413):
                 raise MessageError(exc.detail, fields=exc.fields) from exc

@@ -22,7 +22,7 @@ import yaml
 
 from memory_client.conversation import Conversation, Post, Round, SharedMemoryEntry, new_id
 from memory_client.memory import SessionBound, _as_uuid
-from memory_client.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT, HttpApi
+from memory_client.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT, HttpApi, new_idempotency_key
 
 
 class Memory(SessionBound):
@@ -54,7 +54,9 @@ class Memory(SessionBound):
                     body["external_id"] = external_id
                 if metadata is not None:
                     body["metadata"] = metadata
-                self.session_id: str = self._api.request("POST", "sessions/", json_body=body).json()["id"]
+                self.session_id: str = self._api.request(
+                    "POST", "sessions/", json_body=body, idempotency_key=new_idempotency_key()
+                ).json()["id"]
             else:
                 self.session_id = self._api.get(f"sessions/{canonical}/")["id"]
         except BaseException:

@@ -7,11 +7,15 @@ Retry policy (why each case is safe):
   and 5xx: a GET changes nothing, and every message the client sends carries a client-chosen
   `message_id`, so the server answers a repeated append with the stored messages (200)
   instead of storing them twice.
-- PATCH, DELETE, reset and session creation are NOT retried once the request may have
-  reached the server. A DELETE that succeeded but lost its response would come back 404
-  and report "not found"; a PATCH could overwrite what another agent wrote in between; a
-  repeated session create makes a second session. Their outcome is unknown, and the caller
-  gets the error to decide.
+- Writes sent with an `Idempotency-Key` (message appends and session creation: one new
+  uuid4 per logical write, the same key on every retry of it) are retried like GETs: the
+  server stores each keyed write's answer in the write's own transaction and replays it
+  for a repeat, so a write whose response was lost (a dropped connection, a 503 while the
+  database restarted) happens exactly once.
+- PATCH, DELETE and reset are NOT retried once the request may have reached the server.
+  A DELETE that succeeded but lost its response would come back 404 and report "not
+  found"; a PATCH could overwrite what another agent wrote in between. Their outcome is
+  unknown, and the caller gets the error to decide.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import logging
 import os
 import random
 import time
+import uuid
 from typing import Any
 
 import httpx
@@ -35,6 +40,12 @@ _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _BACKOFF_SECONDS = 0.25
 _MAX_RETRY_AFTER = 10.0
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+
+def new_idempotency_key() -> str:
+    """A fresh key for one logical write; reuse it for every retry of that write."""
+    return str(uuid.uuid4())
 
 
 def _error_from(response: httpx.Response) -> ApiError:
@@ -60,7 +71,7 @@ def _delay(attempt: int, response: httpx.Response | None) -> float:
     if retry_after and retry_after.replace(".", "", 1).isdigit():
         return min(float(retry_after), _MAX_RETRY_AFTER)
     # Jitter spreads the retries of many agents hitting the same hiccup; not security-relevant.
-    return _BACKOFF_SECONDS * 2**attempt * (1 + random.random())  # noqa: S311
+    return min(_BACKOFF_SECONDS * 2**attempt * (1 + random.random()), _MAX_RETRY_AFTER)  # noqa: S311
 
 
 class HttpApi:
@@ -103,11 +114,19 @@ class HttpApi:
         json_body: Any = None,
         params: dict[str, Any] | None = None,
         idempotent: bool = False,
+        idempotency_key: str | None = None,
         expect: tuple[int, ...] = (200, 201, 204),
     ) -> httpx.Response:
-        """Send one request; return the response if its status is in `expect`, else raise ApiError."""
+        """Send one request; return the response if its status is in `expect`, else raise ApiError.
+
+        With `idempotency_key` (see new_idempotency_key) the request carries that
+        Idempotency-Key header on every attempt and is retried like an idempotent one.
+        """
         content = None
         headers = {}
+        if idempotency_key is not None:
+            headers[IDEMPOTENCY_HEADER] = idempotency_key
+            idempotent = True
         if json_body is not None:
             try:
                 content = json.dumps(json_body, ensure_ascii=False, allow_nan=False).encode()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -20,17 +21,20 @@ from memsite.errors import (
     BudgetExceeded,
     Conflict,
     DomainError,
+    IdempotencyKeyReused,
     InvalidInput,
     LLMFailed,
     LLMUnavailable,
     NotFound,
     PayloadTooLarge,
 )
+from memsite.middleware import DATABASE_ERRORS, database_unavailable_body
 
 _DOMAIN_STATUS: dict[type[DomainError], int] = {
     InvalidInput: status.HTTP_400_BAD_REQUEST,
     NotFound: status.HTTP_404_NOT_FOUND,
     Conflict: status.HTTP_409_CONFLICT,
+    IdempotencyKeyReused: status.HTTP_422_UNPROCESSABLE_ENTITY,
     LLMFailed: status.HTTP_502_BAD_GATEWAY,
     LLMUnavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
     BudgetExceeded: status.HTTP_429_TOO_MANY_REQUESTS,
@@ -81,6 +85,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         if isinstance(exc, BudgetExceeded):
             response["Retry-After"] = str(int(exc.retry_after))
         return response
+    if isinstance(exc, DATABASE_ERRORS):
+        return Response(
+            database_unavailable_body(exc),
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(settings.DB_UNAVAILABLE_RETRY_AFTER)},
+        )
     if isinstance(exc, RequestDataTooBig):
         return Response(_body("payload_too_large", str(exc)), status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, Http404):

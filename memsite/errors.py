@@ -58,3 +58,9 @@ class LLMFailed(DomainError):
     """The LLM refused the request (bad request, authentication, payload too large): retrying cannot help."""
 
     code = "llm_error"
+
+
+class IdempotencyKeyReused(DomainError):
+    """An Idempotency-Key sent again with a different request: the key names another write."""
+
+    code = "idempotency_key_reused"

@@ -1,18 +1,25 @@
-"""Request middleware: the body size cap, the request id, and request metrics and logs."""
+"""Request middleware: the body size cap, an unreachable database (503), the request id, and
+request metrics and logs, all answering in the API's JSON error shape."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from memory_app import metrics
 from memsite import logs
 
 request_log = logging.getLogger("memsite.request")
+log = logging.getLogger(__name__)
+# What the database driver raises (wrapped by Django) when the server restarts, refuses
+# connections or drops them: transient, so the client is told to retry, not that it erred.
+DATABASE_ERRORS = (OperationalError, InterfaceError)
 
 
 class BodySizeLimitMiddleware:
@@ -45,6 +52,38 @@ def too_large_response() -> JsonResponse:
         },
         status=413,
     )
+
+
+def database_unavailable_body(exc: Exception) -> dict[str, Any]:
+    log.warning("database unavailable: %s: %s", type(exc).__name__, str(exc).strip()[:200])
+    return {
+        "error": "database_unavailable",
+        "detail": "The database is unavailable; retry the request shortly.",
+        "fields": {},
+    }
+
+
+def database_unavailable_response(exc: Exception) -> JsonResponse:
+    response = JsonResponse(database_unavailable_body(exc), status=503)
+    response["Retry-After"] = str(settings.DB_UNAVAILABLE_RETRY_AFTER)
+    return response
+
+
+class DatabaseUnavailableMiddleware:
+    """A JSON 503 with Retry-After for a database outage in any view (the API's own
+    exception handler does the same for DRF views). Django drops the broken connection at
+    the end of the request, so the next request reconnects."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, DATABASE_ERRORS):
+            return database_unavailable_response(exception)
+        return None
 
 
 class RequestIdMiddleware:

@@ -55,6 +55,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "memsite.middleware.BodySizeLimitMiddleware",
+    "memsite.middleware.DatabaseUnavailableMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -218,15 +219,27 @@ CELERY_TASK_DEFAULT_QUEUE = "celery"
 # (longer) visibility timeout, so a slow but healthy task is never run twice.
 CELERY_TASK_TIME_LIMIT = env_int("MEMSITE_TASK_TIME_LIMIT", 600, minimum=10)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 5
+# A send from a request must never hang on a broker that is down or unreachable: the job
+# row is already committed, so a failed send is logged and the sweeper re-sends it. These
+# bound one send to about (1 + max_retries) x MEMSITE_BROKER_SEND_TIMEOUT.
+BROKER_SEND_TIMEOUT = env_float("MEMSITE_BROKER_SEND_TIMEOUT", 3.0)
+CELERY_BROKER_CONNECTION_TIMEOUT = BROKER_SEND_TIMEOUT
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
 if not CELERY_BROKER_URL.startswith("filesystem://"):
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT * 2}
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": CELERY_TASK_TIME_LIMIT * 2,
+        "socket_timeout": BROKER_SEND_TIMEOUT,
+        "socket_connect_timeout": BROKER_SEND_TIMEOUT,
+    }
 FACTS_QUEUE = "facts"
 CELERY_TASK_ROUTES = {"memory_app.tasks.extract_facts": {"queue": FACTS_QUEUE}}
+SWEEP_INTERVAL = env_float("MEMSITE_SWEEP_INTERVAL", 30.0)
 CELERY_BEAT_SCHEDULE = {
-    "sweep-compactions": {"task": "memory_app.tasks.sweep_compactions", "schedule": 30.0},
-    "sweep-fact-extractions": {"task": "memory_app.tasks.sweep_fact_extractions", "schedule": 30.0},
+    "sweep-compactions": {"task": "memory_app.tasks.sweep_compactions", "schedule": SWEEP_INTERVAL},
+    "sweep-fact-extractions": {"task": "memory_app.tasks.sweep_fact_extractions", "schedule": SWEEP_INTERVAL},
     "archive-agent-memories": {"task": "memory_app.tasks.archive_agent_memories", "schedule": 600.0},
     "sweep-webhook-deliveries": {"task": "memory_app.tasks.sweep_webhook_deliveries", "schedule": 30.0},
+    "purge-idempotency-records": {"task": "memory_app.tasks.purge_idempotency_records", "schedule": 3600.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 COMPACTION_MAX_ATTEMPTS = env_int("MEMSITE_COMPACTION_MAX_ATTEMPTS", 4, minimum=1)
@@ -237,6 +250,10 @@ COMPACTION_RUNNING_DEADLINE = env_int("MEMSITE_COMPACTION_RUNNING_DEADLINE", 900
 # After a failed or skipped compaction, wait this long before the next automatic one.
 COMPACTION_MIN_INTERVAL = env_int("MEMSITE_COMPACTION_MIN_INTERVAL", 60, minimum=0)
 BROKER_HEALTH_TIMEOUT = env_float("MEMSITE_BROKER_HEALTH_TIMEOUT", 2.0)
+# A write carrying an Idempotency-Key is answered from its stored response for this long.
+IDEMPOTENCY_TTL = env_int("MEMSITE_IDEMPOTENCY_TTL", 24 * 3600, minimum=60)
+# Seconds a client is told to wait (Retry-After) when the database is unreachable (503).
+DB_UNAVAILABLE_RETRY_AFTER = env_int("MEMSITE_DB_RETRY_AFTER", 1, minimum=1)
 
 # --- Facts (knowledge graph): extraction jobs on the "facts" queue ---------------------------
 # A new value for one of these predicates replaces the live one (normalised when compared).

@@ -15,6 +15,7 @@ from rest_framework.views import APIView
 
 from memory_app import agent_memory_selectors, compaction, llm_usage, selectors, services
 from memory_app.api import serializers as s
+from memory_app.api.idempotent import KEY_PARAMETER, idempotent_write
 from memory_app.models import CompactionRun, Session, Team
 from memory_app.permissions import require_admin
 from memory_app.throttles import LLMEndpointThrottle
@@ -62,12 +63,18 @@ class SessionListCreateView(TeamScopedView):
         page = paginator.paginate_queryset(sessions, request, view=self)
         return paginator.get_paginated_response(s.SessionOutputSerializer(page, many=True).data)
 
-    @extend_schema(request=s.SessionInputSerializer, responses={201: s.SessionOutputSerializer})
+    @extend_schema(
+        request=s.SessionInputSerializer, responses={201: s.SessionOutputSerializer}, parameters=[KEY_PARAMETER]
+    )
     def post(self, request: Request) -> Response:
         serializer = s.SessionInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        session = services.session_create(team=self.team, **serializer.validated_data)
-        return Response(s.SessionOutputSerializer(session).data, status=status.HTTP_201_CREATED)
+
+        def create() -> Response:
+            session = services.session_create(team=self.team, **serializer.validated_data)
+            return Response(s.SessionOutputSerializer(session).data, status=status.HTTP_201_CREATED)
+
+        return idempotent_write(request, team=self.team, write=create, session_of=lambda answer: answer.data["id"])
 
 
 class SessionDetailView(TeamScopedView):
@@ -118,6 +125,7 @@ class MessageListCreateView(TeamScopedView):
     @extend_schema(
         request=s.MessageBatchSerializer,
         responses={201: _APPENDED, 200: _APPENDED},
+        parameters=[KEY_PARAMETER],
         description="Append one message (the body is the message) or several atomically "
         '(`{"messages": [...]}`). Re-sending messages with the same client-chosen '
         "`message_id`s returns the stored ones with 200.",
@@ -130,12 +138,16 @@ class MessageListCreateView(TeamScopedView):
         except Exception:
             self.get_session()
             raise
-        result = services.message_append_to(
-            team=self.team, session_id=self.kwargs["session_id"], messages=messages, path="messages" if batch else ""
-        )
-        body = s.AppendedSerializer(result.messages, many=True).data
-        code = status.HTTP_200_OK if result.replayed else status.HTTP_201_CREATED
-        return Response({"messages": body} if batch else body[0], status=code)
+
+        def append() -> Response:
+            result = services.message_append_to(
+                team=self.team, session_id=session_id, messages=messages, path="messages" if batch else ""
+            )
+            body = s.AppendedSerializer(result.messages, many=True).data
+            code = status.HTTP_200_OK if result.replayed else status.HTTP_201_CREATED
+            return Response({"messages": body} if batch else body[0], status=code)
+
+        return idempotent_write(request, team=self.team, write=append, session_of=lambda _: session_id)
 
     def _validated_messages(self, request: Request) -> tuple[bool, list[dict[str, Any]]]:
         """(is it a batch, the validated messages) of a one-message or `{"messages": [...]}` body."""

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 
 import httpx
 import pytest
 
 from memory_app.models import Message as MessageRow
+from memory_app.models import Session
 from memory_client import ApiError
 
 
@@ -121,3 +123,39 @@ def test_retries_stop_after_max_retries(make_memory):
         memory.retrieve_all()
     assert error.value.status_code == 503
     assert transport.sent.count("GET") == 3
+
+
+class KeyRecordingTransport(FlakyTransport):
+    def __init__(self, fail: Callable[[httpx.Request], str | None]) -> None:
+        super().__init__(fail)
+        self.keys: list[tuple[str, str | None]] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.keys.append((request.url.path, request.headers.get("Idempotency-Key")))
+        return super().handle_request(request)
+
+
+def test_a_session_create_whose_response_was_lost_is_retried_with_its_key_and_creates_one_session(
+    make_memory, client_tenant
+):
+
+    transport = KeyRecordingTransport(once("POST", "/sessions/", "lose_response"))
+    memory = make_memory(transport=transport)
+
+    creates = [key for path, key in transport.keys if path.endswith("/sessions/")]
+    assert len(creates) == 2 and creates[0] is not None and creates[0] == creates[1]
+    assert list(Session.objects.filter(team=client_tenant.team).values_list("pk", flat=True)) == [
+        uuid.UUID(memory.session_id)
+    ]
+
+
+def test_each_append_gets_its_own_key_and_a_retry_reuses_it(make_memory):
+    transport = KeyRecordingTransport(once("POST", "/messages/", "unavailable"))
+    memory = make_memory(transport=transport)
+    memory.add(role="user", content="one")
+    memory.add(role="user", content="two")
+
+    appends = [key for path, key in transport.keys if path.endswith("/messages/")]
+    assert len(appends) == 3  # the first append was answered 503 once, then retried
+    assert appends[0] == appends[1] != appends[2]
+    assert [m["content"] for m in memory.retrieve_all()] == ["one", "two"]
