@@ -31,6 +31,8 @@ SAMPLE_KWARGS: dict[str, str] = {
     "attempt_id": "attempt-001",
     "round_id": "round-1",
     "kind": "compaction",
+    "webhook_id": "7cde8056-91b3-4fc4-8a5b-6c7d8e9fabbb",
+    "delivery_id": "8def9167-a2c4-40d5-9b6c-7d8e9fabccc0",
     # admin
     "object_id": "1",
     "content_type_id": "1",

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from experiences_app import services as experience_services
 from experiences_app.models import SelectionLog
 from memory_app import services
-from memory_app.models import ApiKey, CompactionRun, FactExtractionRun
+from memory_app.models import ApiKey, CompactionRun, FactExtractionRun, WebhookDelivery
 from tests.conftest import Tenant
 
 
@@ -59,7 +59,13 @@ def world(tenant: Tenant, settings) -> World:
     for role in (ApiKey.Role.READ, ApiKey.Role.ADMIN):
         _, raw = services.api_key_create(team=tenant.team, name=f"{role}-key", role=role)
         clients[role.value] = client_for(raw)
+    hook = clients[ApiKey.Role.ADMIN.value].post("/api/v1/webhooks/", {"url": "http://127.0.0.1:9/hook"}, format="json")
+    delivery = WebhookDelivery.objects.create(
+        team=tenant.team, webhook_id=hook.json()["id"], kind="compaction_completed", payload={}, status="failed"
+    )
     ids = {
+        "webhook_id": hook.json()["id"],
+        "delivery_id": str(delivery.pk),
         "session_id": session_id,
         "message_id": message["message_id"],
         "run_id": str(run.pk),

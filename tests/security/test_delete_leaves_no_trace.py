@@ -89,7 +89,7 @@ def test_deleting_a_session_through_the_api_leaves_no_trace_in_the_database(tena
     # A second session of the same team stays untouched.
     keep = tenant.client.post("/api/v1/sessions/", {"system_prompt": "KEEPME"}, format="json").json()["id"]
 
-    response = tenant.client.delete(f"/api/v1/sessions/{filled.session_id}/")
+    response = admin.delete(f"/api/v1/sessions/{filled.session_id}/")
 
     assert response.status_code == 204, response.content
     dump = database_dump()

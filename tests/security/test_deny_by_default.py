@@ -32,6 +32,11 @@ PUBLIC: dict[str, str] = {
     "swagger-ui": "Swagger UI for the schema above, under the same setting",
 }
 
+# Not under api/ and not a page: refused with a JSON 401/403 (their own credentials), never a redirect.
+TOKEN_PROTECTED: dict[str, str] = {
+    "metrics": "Prometheus scrapes it with MEMSITE_METRICS_TOKEN; staff sessions may read it too",
+}
+
 ROUTES = all_routes()
 LOGIN_PATHS = {reverse("login"), reverse("admin:login")}
 
@@ -76,7 +81,20 @@ def test_api_routes_refuse_revoked_and_malformed_keys(route: Route, tenant):
         assert response.status_code == 401, (header, response.status_code)
 
 
-@pytest.mark.parametrize("route", [r for r in ROUTES if r.name not in PUBLIC and not r.is_api], ids=lambda r: r.name)
+@pytest.mark.parametrize("route", [r for r in ROUTES if r.name in TOKEN_PROTECTED], ids=lambda r: r.name)
+def test_token_protected_routes_refuse_anonymous_callers_for_every_method(route: Route):
+    client = Client()
+    for method in METHODS:
+        response = client.generic(method.upper(), route.path)
+        assert response.status_code in (401, 403, 405), (method, response.status_code)
+        if response.status_code != 405:
+            assert response.json()["error"] in ("not_authenticated", "permission_denied")
+    assert client.get(route.path, HTTP_AUTHORIZATION="Bearer guessed-token").status_code == 403
+
+
+@pytest.mark.parametrize(
+    "route", [r for r in ROUTES if r.name not in PUBLIC | TOKEN_PROTECTED.keys() and not r.is_api], ids=lambda r: r.name
+)
 def test_pages_redirect_to_a_login_page_for_every_method(route: Route):
     client = Client()
     for method in METHODS:

@@ -45,7 +45,8 @@ for _name in (
     "session-arbiter-summary", "attempt-list", "round-list", "round-detail", "shared-memory",
     "conversation-export", "session-scratch", "experience-list", "experience-export", "experience-config",
     "experience-detail", "experience-revisions", "experience-selection-list", "experience-selection-detail",
-    "experience-selection-download",
+    "experience-selection-download", "usage", "event-stream", "webhook-list", "webhook-detail",
+    "webhook-delivery-list",
 ):  # fmt: skip
     role(_name, "get", READ)
 role("experience-diff", "get", READ, {"a": 1, "b": 1})
@@ -88,6 +89,10 @@ role("fact-detail", "delete", ADMIN)
 role("fact-extraction-retry", "post", ADMIN)
 role("fact-extraction-accept", "post", ADMIN, {"output": '{"facts": []}'})
 role("fact-extraction-discard", "post", ADMIN)
+role("webhook-list", "post", ADMIN, {"url": "http://127.0.0.1:9/other"})
+role("webhook-detail", "patch", ADMIN, {"active": False})
+role("webhook-detail", "delete", ADMIN)
+role("webhook-redeliver", "post", ADMIN)
 
 EXPERIENCE_FILE = b"exp_id: imported-one\nwho: []\nwhen: w\nwhat: w\n"
 
