@@ -103,9 +103,10 @@ def test_an_expired_key_counts_as_new_and_is_purged(api, session_id, settings):
     assert idempotency.idempotency_purge() == 1
 
 
-def test_deleting_the_session_deletes_its_stored_answers(api, session_id):
+def test_deleting_the_session_deletes_its_stored_answers(api, admin_api, session_id):
     post(api, f"/api/v1/sessions/{session_id}/messages/", {"role": "user", "content": "x"}, "del-key")
-    api.delete(f"/api/v1/sessions/{session_id}/")
+    assert IdempotencyRecord.objects.exists()
+    assert admin_api.delete(f"/api/v1/sessions/{session_id}/").status_code == 204
     assert not IdempotencyRecord.objects.exists()
 
 
