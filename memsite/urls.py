@@ -5,6 +5,10 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from memsite.health import healthz
 
+# Errors Django answers itself (an id that does not match its URL converter ...) are JSON under /api/.
+handler404 = "memsite.api_errors.page_not_found"
+handler500 = "memsite.api_errors.server_error"
+
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),

@@ -172,7 +172,8 @@ class ConversationExportView(TeamScopedView):
 
     @extend_schema(
         parameters=[OpenApiParameter("format", str, enum=["json", "yaml"])],
-        responses={(200, "application/json"): dict, (200, "application/yaml"): str},
+        # the same document in either media type (a YAML mapping, not a string)
+        responses={(200, "application/json"): dict, (200, "application/yaml"): dict},
         description="The session as seed 000's Conversation.to_dict (id, plugins, enabled, rounds), plus "
         "`session` and, for entries not carried by an attachment, `shared_memory`; `?format=yaml` for YAML.",
     )
