@@ -15,7 +15,7 @@ from memory_app.api.fact_serializers import StrictCharField
 from memory_app.api.serializers import MAX_TEXT_CHARS
 from memory_app.models import Message
 from memory_app.round_models import Round, ScratchEntry, SharedMemoryEntry
-from memory_app.rounds import SHARED_MEMORY_TYPE, shared_entry_problem
+from memory_app.rounds import ROUND_ID, ROUND_ID_RULE, SHARED_MEMORY_TYPE, shared_entry_problem
 from memory_client.conversation import ATTACHMENT_TYPES
 
 ID_CHARS = 64
@@ -34,6 +34,11 @@ class RoundInputSerializer(serializers.Serializer):
     user_query = _text()
     id = StrictCharField(max_length=ID_CHARS, required=False, help_text="Client-chosen round id; makes retries safe.")
     state = serializers.ChoiceField(choices=Round.State.choices, default=Round.State.CREATED)
+
+    def validate_id(self, value: str) -> str:
+        if not ROUND_ID.fullmatch(value):
+            raise serializers.ValidationError(ROUND_ID_RULE)
+        return value
 
 
 class RoundStateSerializer(serializers.Serializer):

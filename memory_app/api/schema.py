@@ -21,6 +21,8 @@ from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+PATH_SEGMENT = "^[^/]+$"
+NARROWED = {"format", "pattern", "enum"}
 
 
 class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
@@ -76,6 +78,11 @@ class MemsiteAutoSchema(AutoSchema):
         operation = super().get_operation(*args, **kwargs)
         if operation is None:
             return None
+        for parameter in operation.get("parameters", []):
+            schema = parameter.get("schema", {})
+            if parameter["in"] == "path" and schema.get("type") == "string" and not schema.keys() & NARROWED:
+                # Django's `str` converter: one non-empty segment ("" or "a/b" would reach another route)
+                schema["pattern"] = PATH_SEGMENT
         responses: dict[str, Any] = operation["responses"]
         statuses = error_statuses(
             method=self.method, operation=operation, body_properties=self._body_properties(operation)

@@ -401,7 +401,8 @@ class CompactQuerySerializer(serializers.Serializer):
 
 
 class MemoryEventSerializer(serializers.ModelSerializer):
-    session_id = serializers.UUIDField(read_only=True)
+    # null for team-wide events (a team-wide fact invalidated)
+    session_id = serializers.UUIDField(read_only=True, allow_null=True)
     data = serializers.JSONField(read_only=True)
 
     class Meta:
