@@ -10,7 +10,7 @@ from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.pagination import LimitOffsetPagination
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -22,6 +22,7 @@ from memory_app import selectors as memory_selectors
 from memory_app.api.fact_views import _page_schema, _require_admin
 from memory_app.api.views import TeamScopedView, _query
 from memsite.errors import InvalidInput
+from memsite.parsers import JSONParser
 
 
 class ExperiencePagination(LimitOffsetPagination):

@@ -17,6 +17,7 @@ from memory_app.models import Message
 from memory_app.round_models import Round, ScratchEntry, SharedMemoryEntry
 from memory_app.rounds import ROUND_ID, ROUND_ID_RULE, SHARED_MEMORY_TYPE, shared_entry_problem
 from memory_client.conversation import ATTACHMENT_TYPES
+from memsite.parsers import refuse_nul
 
 ID_CHARS = 64
 ROLE_CHARS = 200
@@ -230,9 +231,10 @@ class YAMLParser(BaseParser):
             raise ParseError(f"YAML parse error: {exc}") from exc
         # JSON's data model from here on: YAML's dates and timestamps become their text.
         try:
-            return json.loads(json.dumps(data, default=str, allow_nan=False))
+            document = json.loads(json.dumps(data, default=str, allow_nan=False))
         except (TypeError, ValueError) as exc:
             raise ParseError(f"YAML value JSON cannot hold: {exc}") from exc
+        return refuse_nul(document)
 
 
 class TextYAMLParser(YAMLParser):
