@@ -47,7 +47,8 @@ SECTIONS: dict[str, str] = {"discoveries": Kind.DISCOVERY, "attempts": Kind.ATTE
 SECTION_OF: dict[str, str] = {kind: section for section, kind in SECTIONS.items()}
 ID_PREFIX: dict[str, str] = {Kind.DISCOVERY: "discovery", Kind.ATTEMPT: "attempt", Kind.DECISION: "decision"}
 AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}")
-ENTRY_ID = re.compile(r"[^\s/]{1,200}")  # an entry id is a URL segment: PATCH .../attempts/{id}/
+# an entry id is a URL segment (PATCH .../attempts/{id}/), so not "." or ".." either
+ENTRY_ID = re.compile(r"(?!\.\.?\Z)[^\s/]{1,200}")
 
 
 # --- validation ---------------------------------------------------------------------------
@@ -255,7 +256,7 @@ def validate_agent(agent: str) -> None:
 
 def _check_entry_id(value: Any, path: str, problems: Problems) -> None:
     if isinstance(value, str) and not ENTRY_ID.fullmatch(value):
-        _add(problems, path, "must be 1-200 characters without spaces or slashes")
+        _add(problems, path, "must be 1-200 characters without spaces or slashes, and not . or ..")
 
 
 @dataclass(frozen=True)

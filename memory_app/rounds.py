@@ -8,6 +8,7 @@ attachments are rows beside it, written in the same transaction.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,10 @@ from memsite.errors import Conflict, InvalidInput
 
 logger = logging.getLogger(__name__)
 
+# A round id is a URL segment (.../rounds/{id}/): no slash or space, and not "." or ".." (clients
+# normalise those away), or the round could be created but never addressed again.
+ROUND_ID = re.compile(r"(?!\.\.?\Z)[^\s/]{1,64}")
+ROUND_ID_RULE = "must be 1-64 characters without spaces or slashes, and not . or .."
 USER_ROLE_NAME = "User"  # seed 000's name of the human in send_from/send_to
 SHARED_MEMORY_TYPE = "shared_memory_entry"
 # Top-level keys of an exported conversation that are memsite's, not the seed's.
@@ -328,8 +333,11 @@ def _parse_round(item: Any, path: str, problems: _Problems, warnings: list[str])
         _parse_post(post, f"{path}.post_list[{index}]", problems, warnings)
         for index, post in enumerate(problems.items(item.get("post_list"), f"{path}.post_list"))
     ]
+    round_id = problems.text(item.get("id"), f"{path}.id", required=False)
+    if round_id and not ROUND_ID.fullmatch(round_id):
+        problems.add(f"{path}.id", ROUND_ID_RULE)
     return {
-        "id": problems.text(item.get("id"), f"{path}.id", required=False) or new_id("round"),
+        "id": round_id or new_id("round"),
         "user_query": problems.text(item.get("user_query"), f"{path}.user_query"),
         "state": state,
         "post_list": [post for post in posts if post is not None],

@@ -12,8 +12,10 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework import exceptions, status
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -80,6 +82,16 @@ def _summary(fields: dict[str, list[str]]) -> str:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    response = _error_response(exc, context)
+    request = context.get("request")
+    if response is not None and request is not None:
+        # Errors are JSON even where the view negotiated YAML or text (?format=yaml, ?format=text).
+        request.accepted_renderer = JSONRenderer()
+        request.accepted_media_type = JSONRenderer.media_type
+    return response
+
+
+def _error_response(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, DomainError):
         response = Response(_body(exc.code, exc.detail, exc.fields), status=_DOMAIN_STATUS.get(type(exc), 400))
         if isinstance(exc, BudgetExceeded):
@@ -110,3 +122,21 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         code = exc.get_codes() if isinstance(exc.get_codes(), str) else exc.default_code
         response.data = _body(str(code), str(exc.detail))
     return response
+
+
+# Django's own error views, for errors raised before or outside a DRF view (a URL whose id does
+# not match its converter, a crash in middleware): JSON of the same shape under /api/, HTML elsewhere.
+API_PREFIX = "/api/"
+
+
+def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    if request.path.startswith(API_PREFIX):
+        return JsonResponse(_body("not_found", "Not found."), status=status.HTTP_404_NOT_FOUND)
+    return defaults.page_not_found(request, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if request.path.startswith(API_PREFIX):
+        body = _body("server_error", "The server failed to answer; the error is logged.")
+        return JsonResponse(body, status=status.HTTP_500_INTERNAL_SERVER_ERROR)
+    return defaults.server_error(request)

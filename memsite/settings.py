@@ -153,8 +153,8 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["memory_app.auth.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["memory_app.permissions.HasTeamKey"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PARSER_CLASSES": ["memsite.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "memory_app.api.schema.MemsiteAutoSchema",
     "EXCEPTION_HANDLER": "memsite.api_errors.exception_handler",
     "UNAUTHENTICATED_USER": None,
 }

@@ -6,6 +6,10 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from memsite.health import healthz
 from memsite.metrics_view import metrics
 
+# Errors Django answers itself (an id that does not match its URL converter ...) are JSON under /api/.
+handler404 = "memsite.api_errors.page_not_found"
+handler500 = "memsite.api_errors.server_error"
+
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),

@@ -10,7 +10,7 @@ from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.pagination import LimitOffsetPagination
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -24,6 +24,7 @@ from memory_app.api.views import TeamScopedView, _query
 from memory_app.permissions import require_admin
 from memory_app.throttles import LLMEndpointThrottle
 from memsite.errors import InvalidInput
+from memsite.parsers import JSONParser
 
 
 class ExperiencePagination(LimitOffsetPagination):

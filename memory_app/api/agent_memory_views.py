@@ -11,7 +11,7 @@ from typing import Any
 from drf_spectacular.utils import OpenApiTypes, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import ParseError
-from rest_framework.parsers import BaseParser, JSONParser
+from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -21,6 +21,7 @@ from memory_app.agent_memory_models import AgentMemory
 from memory_app.api.views import TeamScopedView, _query
 from memory_app.models import Session
 from memsite import safe_yaml
+from memsite.parsers import JSONParser, refuse_nul
 
 
 class YAMLRenderer(BaseRenderer):
@@ -38,9 +39,10 @@ class YAMLParser(BaseParser):
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         encoding = (parser_context or {}).get("encoding", "utf-8")
         try:
-            return agent_memory_yaml.load(safe_yaml.read_body(stream).decode(encoding))
+            document = agent_memory_yaml.load(safe_yaml.read_body(stream).decode(encoding))
         except (agent_memory_yaml.YAMLDocumentError, UnicodeDecodeError) as exc:
             raise ParseError(str(exc)) from exc
+        return refuse_nul(document)
 
 
 class XYAMLParser(YAMLParser):

@@ -15,9 +15,10 @@ from memory_app.api.fact_serializers import StrictCharField
 from memory_app.api.serializers import MAX_TEXT_CHARS
 from memory_app.models import Message
 from memory_app.round_models import Round, ScratchEntry, SharedMemoryEntry
-from memory_app.rounds import SHARED_MEMORY_TYPE, shared_entry_problem
+from memory_app.rounds import ROUND_ID, ROUND_ID_RULE, SHARED_MEMORY_TYPE, shared_entry_problem
 from memory_client.conversation import ATTACHMENT_TYPES
 from memsite import safe_yaml
+from memsite.parsers import refuse_nul
 
 ID_CHARS = 64
 ROLE_CHARS = 200
@@ -35,6 +36,11 @@ class RoundInputSerializer(serializers.Serializer):
     user_query = _text()
     id = StrictCharField(max_length=ID_CHARS, required=False, help_text="Client-chosen round id; makes retries safe.")
     state = serializers.ChoiceField(choices=Round.State.choices, default=Round.State.CREATED)
+
+    def validate_id(self, value: str) -> str:
+        if not ROUND_ID.fullmatch(value):
+            raise serializers.ValidationError(ROUND_ID_RULE)
+        return value
 
 
 class RoundStateSerializer(serializers.Serializer):
@@ -228,9 +234,10 @@ class YAMLParser(BaseParser):
             raise ParseError("YAML parse error: nested too deeply") from exc
         # JSON's data model from here on: YAML's dates and timestamps become their text.
         try:
-            return json.loads(json.dumps(data, default=str, allow_nan=False))
+            document = json.loads(json.dumps(data, default=str, allow_nan=False))
         except (TypeError, ValueError) as exc:
             raise ParseError(f"YAML value JSON cannot hold: {exc}") from exc
+        return refuse_nul(document)
 
 
 class TextYAMLParser(YAMLParser):

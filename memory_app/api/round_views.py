@@ -8,7 +8,6 @@ from typing import Any
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.negotiation import DefaultContentNegotiation
-from rest_framework.parsers import JSONParser
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -17,6 +16,7 @@ from memory_app import round_selectors, rounds, scratch
 from memory_app.api import round_serializers as rs
 from memory_app.api.views import TeamScopedView, _query
 from memory_app.round_models import Round
+from memsite.parsers import JSONParser
 
 
 class RoundScopedView(TeamScopedView):
@@ -172,7 +172,8 @@ class ConversationExportView(TeamScopedView):
 
     @extend_schema(
         parameters=[OpenApiParameter("format", str, enum=["json", "yaml"])],
-        responses={(200, "application/json"): dict, (200, "application/yaml"): str},
+        # the same document in either media type (a YAML mapping, not a string)
+        responses={(200, "application/json"): dict, (200, "application/yaml"): dict},
         description="The session as seed 000's Conversation.to_dict (id, plugins, enabled, rounds), plus "
         "`session` and, for entries not carried by an attachment, `shared_memory`; `?format=yaml` for YAML.",
     )

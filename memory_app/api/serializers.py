@@ -240,6 +240,15 @@ class AppendedSerializer(serializers.Serializer):
         return {"message_id": str(instance.id), "seq": int(instance.seq), "token_count": int(instance.token_count)}
 
 
+def metadata_object(value: Any) -> dict[str, Any]:
+    """A session's metadata: a JSON object of at most 64 KiB."""
+    if not isinstance(value, dict):
+        raise serializers.ValidationError("must be an object")
+    if len(json.dumps(value)) > 64 * 1024:
+        raise serializers.ValidationError("must serialize to at most 64 KiB")
+    return value
+
+
 class SessionInputSerializer(serializers.Serializer):
     system_prompt = serializers.CharField(
         required=False, allow_blank=True, trim_whitespace=False, max_length=MAX_TEXT_CHARS
@@ -247,7 +256,8 @@ class SessionInputSerializer(serializers.Serializer):
     external_id = serializers.CharField(required=False, allow_null=True, max_length=200)
     metadata = serializers.JSONField(required=False)
     memory_type = serializers.ChoiceField(choices=MemoryType.choices, required=False)
-    additional_state = serializers.JSONField(required=False, allow_null=True)
+    # an object (MemoryManager.save_to_file's additional_state) or null; never a list or a scalar
+    additional_state = serializers.DictField(required=False, allow_null=True)
     memory_config = serializers.JSONField(
         required=False, help_text="Seed 003's ManagedMemoryConfig as JSON (partial; defaults fill the rest)."
     )
@@ -258,11 +268,7 @@ class SessionInputSerializer(serializers.Serializer):
         return value
 
     def validate_metadata(self, value: Any) -> Any:
-        if not isinstance(value, dict):
-            raise serializers.ValidationError("must be an object")
-        if len(json.dumps(value)) > 64 * 1024:
-            raise serializers.ValidationError("must serialize to at most 64 KiB")
-        return value
+        return metadata_object(value)
 
 
 class SessionOutputSerializer(serializers.ModelSerializer):
@@ -326,12 +332,23 @@ class ContextOutputSerializer(serializers.Serializer):
     token_count = serializers.IntegerField()
 
 
+class ImportedSessionSerializer(serializers.Serializer):
+    """The `session` object of an export: only these fields are taken, validated as on create
+    (anything else in it, such as the old id, is ignored)."""
+
+    external_id = serializers.CharField(required=False, allow_null=True, max_length=200)
+    metadata = serializers.JSONField(required=False)
+
+    def validate_metadata(self, value: Any) -> Any:
+        return metadata_object(value)
+
+
 class ImportSerializer(serializers.Serializer):
     memory_type = serializers.ChoiceField(choices=MemoryType.choices, default=MemoryType.CONVERSATION_HISTORY)
     messages = serializers.ListField(child=serializers.DictField(), allow_empty=True)
-    additional_state = serializers.JSONField(required=False, allow_null=True)
+    additional_state = serializers.DictField(required=False, allow_null=True)
     timestamp = serializers.FloatField(required=False)
-    session = serializers.DictField(required=False)
+    session = ImportedSessionSerializer(required=False)
 
     def validate_messages(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         # The first system message becomes the session's system prompt; the rest are
@@ -346,9 +363,6 @@ class ImportSerializer(serializers.Serializer):
             raise serializers.ValidationError({offset + int(i): e for i, e in indexed if e})
         head = value[: len(value) - len(body)]
         return head + list(batch.validated_data)
-
-    def validate_session(self, value: dict[str, Any]) -> dict[str, Any]:
-        return {k: value[k] for k in ("external_id", "metadata") if k in value}
 
 
 class CompactionRunSerializer(serializers.ModelSerializer):
@@ -393,7 +407,8 @@ class CompactQuerySerializer(serializers.Serializer):
 
 
 class MemoryEventSerializer(serializers.ModelSerializer):
-    session_id = serializers.UUIDField(read_only=True)
+    # null for team-wide events (a team-wide fact invalidated)
+    session_id = serializers.UUIDField(read_only=True, allow_null=True)
     data = serializers.JSONField(read_only=True)
 
     class Meta:

@@ -1,0 +1,436 @@
+"""Schemathesis over the whole OpenAPI schema served at /api/schema/ (issue 7, Security).
+
+Two property-based runs walk every operation the schema describes, so routes added later are
+covered without touching this file (a new kind of path parameter fails
+`test_every_path_parameter_names_a_populated_object` until `populate()` makes one):
+
+* Tenant isolation: team B (an admin key) calls every operation with team A's ids in every
+  path parameter and in every id-valued query or body field. An operation aimed at A's objects
+  must refuse (400/401/403/404/405/413); no answer may carry A's canary text or ids; and A's rows
+  in every project model are identical after each request.
+* Conformance: a team calls every operation on its own data (its real ids most of the time,
+  generated ones otherwise) with valid and invalid input: no 5xx, and every status code, media
+  type, header and body as the schema documents them.
+
+Requests go in-process through the real WSGI application (`memsite.wsgi.application`), on
+whatever database the run uses (SQLite or PostgreSQL). Each operation gets a fixed number of
+examples from a fixed seed, so CI runs are bounded and reproducible; each example runs in a
+savepoint that is rolled back, so every example meets the same data.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import schemathesis
+from django.apps import apps
+from django.conf import settings as django_settings
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections, models, transaction
+from django.test import override_settings
+from hypothesis import HealthCheck, Phase, settings
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.core import NOT_SET
+from schemathesis.core.parameters import ParameterLocation
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    ensure_resource_availability,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+    use_after_free,
+)
+
+from memory_app import compaction, fact_extraction
+from memory_app.models import ApiKey, Team
+from memsite.wsgi import application
+from tests.conftest import Tenant, make_tenant
+
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+
+SEED = 20260707
+EXAMPLES_PER_OPERATION = 15
+SCHEMA_PATH = "/api/schema/?format=json"
+# What an operation aimed at another team's object may answer.
+REFUSALS = {400, 401, 403, 404, 405, 413}
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+# Query and body fields that name an object by id -> the path parameter naming the same kind.
+ID_FIELDS = {"session": "session_id", "session_id": "session_id", "round": "round_id", "round_id": "round_id"}
+
+# What every answer must satisfy, whoever asks.
+CONFORMANCE_CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
+
+
+def _config(*, mode: str, coverage: bool) -> schemathesis.Config:
+    return schemathesis.Config.from_dict(
+        {
+            "seed": SEED,
+            "generation": {
+                "mode": mode,
+                "max-examples": EXAMPLES_PER_OPERATION,
+                "deterministic": True,
+                # the bearer key is ours to send; generated Authorization headers would only test 401s
+                "with-security-parameters": False,
+                "database": "none",
+            },
+            # the coverage phase adds schema-boundary cases (each enum value, min/max lengths, each
+            # wrong type) on top of the random ones
+            "phases": {"coverage": {"enabled": coverage}},
+            # Values harvested from the app's source and from earlier responses make generation depend
+            # on state Hypothesis cannot replay (FlakyStrategyDefinition in stateful runs).
+            "analysis": {"constants": {"enabled": False}},
+        }
+    )
+
+
+@contextmanager
+def in_test_transaction() -> Iterator[None]:
+    """Keep the test's transaction across in-process WSGI requests, as Django's test client does
+    (and undoes after each of its own requests): the request signals would otherwise close the
+    connection that holds it."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        yield
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
+
+
+# The schema is public (like /healthz), so it is fetched from the running app at collection.
+with in_test_transaction():
+    isolation_schema = schemathesis.openapi.from_wsgi(
+        SCHEMA_PATH, application, config=_config(mode="positive", coverage=False)
+    )
+    conformance_schema = schemathesis.openapi.from_wsgi(
+        SCHEMA_PATH, application, config=_config(mode="all", coverage=True)
+    )
+
+
+@dataclass
+class Populated:
+    """A team with one object of every kind, every text field carrying `canary`."""
+
+    tenant: Tenant
+    canary: str
+    ids: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def team(self) -> Team:
+        return self.tenant.team
+
+
+def _ok(response: Any, *statuses: int) -> dict[str, Any]:
+    assert response.status_code in statuses, (response.status_code, response.content[:500])
+    return response.json()
+
+
+def populate(tenant: Tenant, canary: str) -> Populated:
+    """Every kind of team data, made through the API and the services the worker calls."""
+    api = tenant.client
+    session = _ok(
+        api.post(
+            "/api/v1/sessions/",
+            {"system_prompt": f"{canary} prompt", "external_id": f"{canary}-ext", "metadata": {"c": canary}},
+            format="json",
+        ),
+        201,
+    )
+    sid = session["id"]
+    base = f"/api/v1/sessions/{sid}"
+    appended = _ok(
+        api.post(
+            f"{base}/messages/",
+            {
+                "messages": [
+                    {"role": "user", "content": f"My name is Ada {canary}. I live in Paris."},
+                    {"role": "assistant", "content": f"Noted {canary}."},
+                    {"role": "user", "content": f"I work at Acme {canary}."},
+                    {"role": "assistant", "content": f"Great {canary}."},
+                ]
+            },
+            format="json",
+        ),
+        201,
+    )
+    message_id = appended["messages"][0]["message_id"]
+    run = _ok(api.post(f"{base}/compact/"), 202)
+    compaction.compaction_execute(run_id=run["id"])
+    extraction = _ok(api.post(f"{base}/extract-facts/", {}, format="json"), 202)
+    fact_extraction.fact_extraction_execute(run_id=extraction["id"])
+    fact = _ok(
+        api.post(
+            "/api/v1/facts/",
+            {"role": "user", "subject": canary, "predicate": "likes", "object": f"{canary} tea", "session": sid},
+            format="json",
+        ),
+        201,
+    )
+    agent = "developer"
+    memory = f"{base}/agents/{agent}/memory"
+    _ok(api.post(f"{memory}/discoveries/", {"type": "code_pattern", "content": canary}, format="json"), 201)
+    attempt = _ok(api.post(f"{memory}/attempts/", {"planStep": 1, "description": canary}, format="json"), 201)
+    _ok(
+        api.post(
+            f"{memory}/decisions/",
+            {"type": "implementation", "description": canary, "reasoning": canary},
+            format="json",
+        ),
+        201,
+    )
+    round_ = _ok(
+        api.post(f"{base}/rounds/", {"user_query": f"{canary} query", "id": f"round-{canary}"}, format="json"), 201
+    )
+    _ok(
+        api.post(
+            f"{base}/rounds/{round_['id']}/posts/",
+            {"message": f"{canary} post", "send_from": "User", "send_to": "Planner", "attachment_list": []},
+            format="json",
+        ),
+        201,
+    )
+    _ok(
+        api.post(f"{base}/shared-memory/", {"type": "plan", "content": canary, "scope": "round"}, format="json"),
+        201,
+    )
+    _ok(api.post(f"{base}/scratch/", {"action": canary, "observation": canary}, format="json"), 201)
+    exp_id = f"exp-{canary}"
+    _ok(
+        api.post(
+            "/api/v1/experiences/",
+            {"exp_id": exp_id, "who": ["planner"], "when": f"{canary} when", "what": f"{canary} what"},
+            format="json",
+        ),
+        201,
+    )
+    _ok(api.patch(f"/api/v1/experiences/{exp_id}/", {"what": f"{canary} what 2"}, format="json"), 200)
+    _ok(api.post(f"/api/v1/experiences/{exp_id}/approve/"), 200)
+    selection = _ok(
+        api.post("/api/v1/experiences/select/", {"role": "planner", "query": f"{canary} when"}, format="json"), 200
+    )
+    assert selection["log_id"], selection
+    ids = {
+        "session_id": sid,
+        "message_id": message_id,
+        "run_id": run["id"],
+        "fact_id": fact["id"],
+        "extraction_id": extraction["id"],
+        "exp_id": exp_id,
+        "selection_id": selection["log_id"],
+        "agent": agent,
+        "attempt_id": attempt["id"],
+        "round_id": round_["id"],
+    }
+    return Populated(tenant=tenant, canary=canary, ids=ids)
+
+
+@dataclass
+class World:
+    victim: Populated
+    attacker: Tenant
+    owner: Populated
+
+
+@pytest.fixture(scope="module")
+def world(django_db_setup, django_db_blocker) -> Iterator[World]:
+    """The teams and their data, made once for the module in a transaction rolled back at its end
+    (each test's own transaction nests inside it). LLM work uses the offline extractive backend."""
+    with django_db_blocker.unblock(), override_settings(LLM_BASE_URL="", LLM_BACKEND=""), transaction.atomic():
+        yield World(
+            victim=populate(make_tenant("victim", role=ApiKey.Role.ADMIN), canary=f"canary{uuid.uuid4().hex[:12]}"),
+            # the strongest caller: an admin key, only of another team
+            attacker=make_tenant("attacker", role=ApiKey.Role.ADMIN),
+            owner=populate(make_tenant("owner", role=ApiKey.Role.ADMIN), canary=f"owner{uuid.uuid4().hex[:12]}"),
+        )
+        transaction.set_rollback(True)
+
+
+def auth(tenant: Tenant) -> dict[str, str]:
+    return {"Authorization": f"Bearer {tenant.key}"}
+
+
+@contextmanager
+def rolled_back() -> Iterator[None]:
+    """One generated request in a savepoint undone afterwards: a DELETE in one example does not
+    turn the later ones into 404s, and a broken one cannot spoil the next."""
+    with in_test_transaction(), transaction.atomic():
+        yield
+        transaction.set_rollback(True)
+
+
+def project_models() -> list[type[models.Model]]:
+    """Every model of the project's own apps (new apps included), not Django's or third parties'."""
+    root = str(django_settings.BASE_DIR)
+    return [
+        model for config in apps.get_app_configs() if str(config.path).startswith(root) for model in config.get_models()
+    ]
+
+
+def team_lookup(model: type[models.Model], depth: int = 3) -> str | None:
+    """The ORM path from `model` to its Team (`team`, `session__team`, `message__session__team` ...)."""
+    if model is Team:
+        return "pk"
+    frontier: list[tuple[type[models.Model], str]] = [(model, "")]
+    for _ in range(depth):
+        following: list[tuple[type[models.Model], str]] = []
+        for current, prefix in frontier:
+            for field_ in current._meta.fields:
+                if not field_.is_relation or field_.related_model is None:
+                    continue
+                path = f"{prefix}{field_.name}"
+                if field_.related_model is Team:
+                    return path
+                following.append((field_.related_model, f"{path}__"))
+        frontier = following
+    return None
+
+
+def team_rows(team: Team) -> dict[str, list[tuple[Any, ...]]]:
+    """Every column of every row of every project model that belongs to `team`: the isolation oracle."""
+    dump: dict[str, list[tuple[Any, ...]]] = {}
+    for model in project_models():
+        lookup = team_lookup(model)
+        if lookup is not None:
+            columns = [field_.attname for field_ in model._meta.concrete_fields]
+            rows = model.objects.filter(**{lookup: team.pk}).order_by("pk").values_list(*columns)
+            dump[model._meta.label] = list(rows)
+    return dump
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def secrets_of(victim: Populated) -> list[str]:
+    """What must never reach another team: the canary in every text, and every unguessable id."""
+    return [victim.canary, *(value for value in victim.ids.values() if victim.canary in value or _is_uuid(value))]
+
+
+def with_ids(values: Any, ids: dict[str, str]) -> Any:
+    """`values` (a query or JSON body) with every id-valued field pointing at `ids`."""
+    if not isinstance(values, dict):
+        return values
+    return {name: ids[ID_FIELDS[name]] if name in ID_FIELDS else value for name, value in values.items()}
+
+
+def label(case: Any) -> str:
+    return f"{case.method} {case.formatted_path}"
+
+
+# --- tenant isolation -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def victim_rows(world: World) -> dict[str, list[tuple[Any, ...]]]:
+    return team_rows(world.victim.team)
+
+
+@isolation_schema.parametrize()
+@settings(suppress_health_check=list(HealthCheck), deadline=None)
+def test_another_teams_ids_reach_nothing_of_theirs(case, world, victim_rows):
+    victim = world.victim
+    case.path_parameters = {name: victim.ids.get(name, value) for name, value in (case.path_parameters or {}).items()}
+    case.query = with_ids(case.query, victim.ids)
+    case.body = with_ids(case.body, victim.ids)
+    with rolled_back():
+        response = case.call(headers=auth(world.attacker))
+        case.validate_response(response, checks=CONFORMANCE_CHECKS)
+        if case.operation.path_parameters:
+            assert response.status_code in REFUSALS, (label(case), response.status_code, response.text[:500])
+        for secret in secrets_of(victim):
+            assert secret not in response.text, (label(case), response.status_code, secret)
+        if case.method.upper() not in SAFE_METHODS:  # reads are not checked row by row: it would double the run
+            assert team_rows(victim.team) == victim_rows, label(case)
+
+
+def test_every_path_parameter_names_a_populated_object(world):
+    names = {
+        parameter.name for result in isolation_schema.get_all_operations() for parameter in result.ok().path_parameters
+    }
+    missing = sorted(names - set(world.victim.ids))
+    assert not missing, f"populate() must make an object for each of {missing}"
+
+
+# --- conformance ----------------------------------------------------------------------------
+
+
+def aims_at_real_objects(case: Any) -> bool:
+    """Schema-valid path parameters are swapped for the caller's own objects (where the answers
+    worth checking are); invalid ones are kept. Unknown-but-valid ids meet their 404 in the
+    isolation run, which applies the same checks."""
+    path = case.meta.components.get(ParameterLocation.PATH) if case.meta else None
+    return path is not None and path.mode == GenerationMode.POSITIVE
+
+
+@conformance_schema.parametrize()
+@settings(suppress_health_check=list(HealthCheck), deadline=None)
+def test_every_operation_answers_as_documented_and_never_5xx(case, world):
+    owner = world.owner
+    if aims_at_real_objects(case):
+        case.path_parameters = {name: owner.ids.get(name, value) for name, value in case.path_parameters.items()}
+    with rolled_back():
+        case.call_and_validate(headers=auth(owner.tenant), checks=CONFORMANCE_CHECKS)
+
+
+# --- stateful -------------------------------------------------------------------------------
+
+# Links between operations are inferred by schemathesis from the schema (an id a response gives
+# back feeds the next operation's path), so sequences such as create -> read -> patch -> delete
+# -> read run without links declared by hand.
+# Valid input only: invalid input is the stateless run's job, and an invalid (empty) id in a
+# chain only collapses the URL into another route.
+StatefulBase = isolation_schema.as_state_machine()
+STATEFUL_CHECKS = [*CONFORMANCE_CHECKS, use_after_free, ensure_resource_availability]
+# DELETE on these only marks the object (a fact is invalidated, never deleted: `as_of` still
+# answers with it, README "Facts"), so reading it back afterwards is right.
+SOFT_DELETED = {"/api/v1/facts/{fact_id}/"}
+STATEFUL_RUNS = 25
+STATEFUL_STEPS = 15
+
+
+def test_chains_of_operations_answer_as_documented_and_never_5xx(world):
+    owner = world.owner
+
+    class Workflow(StatefulBase):  # type: ignore[misc, valid-type]
+        def get_call_kwargs(self, case: Any) -> dict[str, Any]:
+            return {"headers": auth(owner.tenant)}
+
+        def validate_response(self, response: Any, case: Any, *args: Any, **kwargs: Any) -> None:
+            checks = STATEFUL_CHECKS
+            if case.operation.path in SOFT_DELETED:
+                checks = [check for check in checks if check is not use_after_free]
+            if case.body is not NOT_SET and case.body is not None:
+                # This API answers 404 for an unknown id in a body too (a `round` of a shared-memory
+                # entry, a fact's `session`), so a 404 there does not mean the created parent vanished.
+                checks = [check for check in checks if check is not ensure_resource_availability]
+            case.validate_response(response, checks=checks, recorder=self.recorder)
+
+    run_settings = settings(
+        max_examples=STATEFUL_RUNS,
+        stateful_step_count=STATEFUL_STEPS,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        # No shrinking: schemathesis feeds responses back into generation, which Hypothesis takes
+        # for a flaky strategy when it replays a scenario; the unshrunk failure is reported instead.
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    with in_test_transaction():
+        Workflow.run(settings=run_settings)
