@@ -65,7 +65,15 @@ class EventStreamView(TeamScopedView):
         ],
         responses={
             (200, "text/event-stream"): OpenApiResponse(
-                OpenApiTypes.STR,
+                # One server-sent event (the schema tools validate each event against it).
+                {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string", "description": "the event id"},
+                        "event": {"type": "string", "description": "the event's kind"},
+                        "data": {"type": "string", "contentMediaType": "application/json"},
+                    },
+                },
                 description="Server-sent events: `id:` the event id, `event:` its kind, `data:` the event as JSON "
                 "(the events list's shape); `: heartbeat` comments in between. The stream ends after "
                 "MEMSITE_SSE_MAX_SECONDS; reconnect with Last-Event-ID.",

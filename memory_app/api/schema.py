@@ -20,6 +20,8 @@ from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
+from memory_app.throttles import LLMEndpointThrottle
+
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 PATH_SEGMENT = "^[^/]+$"
 NARROWED = {"format", "pattern", "enum"}
@@ -48,7 +50,9 @@ def _is_object_id(schema: dict[str, Any]) -> bool:
     return schema.get("format") == "uuid"
 
 
-def error_statuses(*, method: str, operation: dict[str, Any], body_properties: dict[str, Any]) -> dict[str, str]:
+def error_statuses(
+    *, method: str, operation: dict[str, Any], body_properties: dict[str, Any], causes_llm_work: bool = False
+) -> dict[str, str]:
     """{status: description} of the errors an operation of this shape can answer."""
     parameters = operation.get("parameters", [])
     has_body = "requestBody" in operation
@@ -65,6 +69,11 @@ def error_statuses(*, method: str, operation: dict[str, Any], body_properties: d
         statuses["409"] = "The request conflicts with the current state (a duplicate id, a stale run ...)."
     if names_an_object:  # in its path, or by id in its query or body
         statuses["404"] = "No such object in the caller's team."
+    if causes_llm_work:
+        statuses["429"] = (
+            "Over the key's MEMSITE_LLM_RATE_LIMIT (`throttled`) or the team's daily LLM token budget "
+            "(`budget_exceeded`); Retry-After says when to try again."
+        )
     if has_body:
         statuses["413"] = "The request body is over MEMSITE_MAX_BODY_BYTES."
         statuses["415"] = "The request body's Content-Type is not one this operation reads."
@@ -85,7 +94,10 @@ class MemsiteAutoSchema(AutoSchema):
                 schema["pattern"] = PATH_SEGMENT
         responses: dict[str, Any] = operation["responses"]
         statuses = error_statuses(
-            method=self.method, operation=operation, body_properties=self._body_properties(operation)
+            method=self.method,
+            operation=operation,
+            body_properties=self._body_properties(operation),
+            causes_llm_work=LLMEndpointThrottle in getattr(self.view, "throttle_classes", ()),
         )
         for status, description in statuses.items():
             responses.setdefault(status, {"description": description})

@@ -166,6 +166,8 @@ def populate(tenant: Tenant, canary: str) -> Populated:
         201,
     )
     message_id = appended["messages"][0]["message_id"]
+    # Made before the compaction, so that the compaction's event records a delivery to it.
+    webhook = _ok(api.post("/api/v1/webhooks/", {"url": f"http://127.0.0.1:9/{canary}"}, format="json"), 201)
     run = _ok(api.post(f"{base}/compact/"), 202)
     compaction.compaction_execute(run_id=run["id"])
     extraction = _ok(api.post(f"{base}/extract-facts/", {}, format="json"), 202)
@@ -221,7 +223,10 @@ def populate(tenant: Tenant, canary: str) -> Populated:
         api.post("/api/v1/experiences/select/", {"role": "planner", "query": f"{canary} when"}, format="json"), 200
     )
     assert selection["log_id"], selection
+    deliveries = _ok(api.get(f"/api/v1/webhooks/{webhook['id']}/deliveries/"), 200)
     ids = {
+        "webhook_id": webhook["id"],
+        "delivery_id": deliveries["results"][0]["id"],
         "session_id": sid,
         "message_id": message_id,
         "run_id": run["id"],
@@ -247,7 +252,18 @@ class World:
 def world(django_db_setup, django_db_blocker) -> Iterator[World]:
     """The teams and their data, made once for the module in a transaction rolled back at its end
     (each test's own transaction nests inside it). LLM work uses the offline extractive backend."""
-    with django_db_blocker.unblock(), override_settings(LLM_BASE_URL="", LLM_BACKEND=""), transaction.atomic():
+    with (
+        django_db_blocker.unblock(),
+        override_settings(
+            # The event stream ends quickly (a generated request reads it to its end), and the LLM
+            # rate limit never refuses the thousands of generated requests of one key.
+            LLM_BASE_URL="",
+            LLM_BACKEND="",
+            SSE_MAX_SECONDS=0.2,
+            LLM_RATE_LIMIT="1000000/minute",
+        ),
+        transaction.atomic(),
+    ):
         yield World(
             victim=populate(make_tenant("victim", role=ApiKey.Role.ADMIN), canary=f"canary{uuid.uuid4().hex[:12]}"),
             # the strongest caller: an admin key, only of another team
