@@ -10,11 +10,11 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
-from memory_app import webhooks
+from memory_app import webhook_selectors, webhooks
 from memory_app.fact_pages import staff_action
-from memory_app.models import Team, Webhook, WebhookDelivery
+from memory_app.models import Team, WebhookDelivery
 from memory_app.views import team_page
-from memsite.errors import Conflict
+from memsite.errors import Conflict, NotFound
 
 DELIVERIES_PER_PAGE = 50
 STATUS_TABS = [("all", "All"), *WebhookDelivery.Status.choices]
@@ -25,10 +25,8 @@ def webhook_list(request: HttpRequest, *, team: Team, teams: list[Team]) -> Http
     status = request.GET.get("status", "all")
     if status not in dict(STATUS_TABS):
         status = "all"
-    hooks = list(Webhook.objects.filter(team=team).order_by("created_at"))
-    deliveries = WebhookDelivery.objects.filter(team=team).select_related("webhook").order_by("-created_at", "-pk")
-    if status != "all":
-        deliveries = deliveries.filter(status=status)
+    hooks = list(webhook_selectors.webhook_list(team=team))
+    deliveries = webhook_selectors.delivery_list(team=team, status=None if status == "all" else status)
     page = Paginator(deliveries, DELIVERIES_PER_PAGE).get_page(request.GET.get("page"))
     context = {
         "team": team,
@@ -44,9 +42,10 @@ def webhook_list(request: HttpRequest, *, team: Team, teams: list[Team]) -> Http
 
 @staff_action
 def webhook_redeliver(request: HttpRequest, delivery_id: uuid.UUID, *, team: Team, teams: list[Team]) -> HttpResponse:
-    delivery = WebhookDelivery.objects.filter(team=team, pk=delivery_id).first()
-    if delivery is None:
-        raise Http404("No such delivery in this team.")
+    try:
+        delivery = webhook_selectors.delivery_get(team=team, delivery_id=delivery_id)
+    except NotFound as exc:
+        raise Http404("No such delivery in this team.") from exc
     try:
         again = webhooks.webhook_redeliver(delivery=delivery)
     except Conflict as exc:

@@ -14,13 +14,13 @@ from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memory_app import events, selectors, webhooks
+from memory_app import events, selectors, webhook_selectors, webhooks
 from memory_app.api import live_serializers as ls
 from memory_app.api.fact_views import _page_schema
 from memory_app.api.views import TeamScopedView, _query
-from memory_app.models import Webhook, WebhookDelivery
+from memory_app.models import Webhook
 from memory_app.permissions import require_admin
-from memsite.errors import InvalidInput, NotFound
+from memsite.errors import InvalidInput
 
 
 class JSONErrorsNegotiation(BaseContentNegotiation):
@@ -99,10 +99,7 @@ class DeliveryPagination(LimitOffsetPagination):
 
 class WebhookScopedView(TeamScopedView):
     def get_webhook(self) -> Webhook:
-        try:
-            return Webhook.objects.get(team=self.team, pk=self.kwargs["webhook_id"])
-        except Webhook.DoesNotExist as exc:
-            raise NotFound("Webhook not found.") from exc
+        return webhook_selectors.webhook_get(team=self.team, webhook_id=self.kwargs["webhook_id"])
 
 
 class WebhookListCreateView(TeamScopedView):
@@ -110,7 +107,7 @@ class WebhookListCreateView(TeamScopedView):
 
     @extend_schema(operation_id="webhooks_list", responses=ls.WebhookOutputSerializer(many=True))
     def get(self, request: Request) -> Response:
-        hooks = Webhook.objects.filter(team=self.team).order_by("created_at")
+        hooks = webhook_selectors.webhook_list(team=self.team)
         return Response(ls.WebhookOutputSerializer(hooks, many=True).data)
 
     @extend_schema(
@@ -170,9 +167,9 @@ class WebhookDeliveryListView(WebhookScopedView):
     )
     def get(self, request: Request, webhook_id: str) -> Response:
         query = _query(ls.DeliveryQuerySerializer, request)
-        deliveries = WebhookDelivery.objects.filter(webhook=self.get_webhook()).order_by("-created_at", "-pk")
-        if "status" in query:
-            deliveries = deliveries.filter(status=query["status"])
+        deliveries = webhook_selectors.delivery_list(
+            team=self.team, webhook=self.get_webhook(), status=query.get("status")
+        )
         paginator = DeliveryPagination()
         page = paginator.paginate_queryset(deliveries, request, view=self)
         return paginator.get_paginated_response(ls.WebhookDeliverySerializer(page, many=True).data)
@@ -188,10 +185,7 @@ class WebhookRedeliverView(WebhookScopedView):
         description="Admin key. Sends a failed or delivered delivery's payload again as a new delivery.",
     )
     def post(self, request: Request, webhook_id: str, delivery_id: str) -> Response:
-        try:
-            delivery = WebhookDelivery.objects.get(webhook=self.get_webhook(), pk=delivery_id)
-        except WebhookDelivery.DoesNotExist as exc:
-            raise NotFound("Delivery not found.") from exc
+        delivery = webhook_selectors.delivery_get(team=self.team, webhook=self.get_webhook(), delivery_id=delivery_id)
         require_admin(request, "redeliver webhooks")
         again = webhooks.webhook_redeliver(delivery=delivery)
         return Response(ls.WebhookDeliverySerializer(again).data, status=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,42 @@
+"""Reads of the team's webhooks and their delivery log (issue 8), for the API and the dashboard."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+
+from memory_app.models import Team, Webhook, WebhookDelivery
+from memsite.errors import NotFound
+
+
+def webhook_list(*, team: Team) -> QuerySet[Webhook]:
+    return Webhook.objects.filter(team=team).order_by("created_at")
+
+
+def webhook_get(*, team: Team, webhook_id: uuid.UUID | str) -> Webhook:
+    """The team's webhook, or NotFound: another team's id is indistinguishable from none."""
+    try:
+        return Webhook.objects.get(team=team, pk=webhook_id)
+    except (Webhook.DoesNotExist, ValidationError) as exc:
+        raise NotFound("Webhook not found.") from exc
+
+
+def delivery_list(
+    *, team: Team, webhook: Webhook | None = None, status: str | None = None
+) -> QuerySet[WebhookDelivery]:
+    """Deliveries newest first: the team's, or one webhook's; optionally of one status."""
+    deliveries = WebhookDelivery.objects.filter(team=team).select_related("webhook")
+    if webhook is not None:
+        deliveries = deliveries.filter(webhook=webhook)
+    if status:
+        deliveries = deliveries.filter(status=status)
+    return deliveries.order_by("-created_at", "-pk")
+
+
+def delivery_get(*, team: Team, delivery_id: uuid.UUID | str, webhook: Webhook | None = None) -> WebhookDelivery:
+    try:
+        return delivery_list(team=team, webhook=webhook).get(pk=delivery_id)
+    except (WebhookDelivery.DoesNotExist, ValidationError) as exc:
+        raise NotFound("Delivery not found.") from exc
