@@ -241,6 +241,29 @@ class LLMServer:
 # --- the worker --------------------------------------------------------------------------------
 
 
+def celery_worker_argv(name: str, queues: str, pool: list[str], loglevel: str = "INFO") -> list[str]:
+    """`celery worker` as the benches and the tests start it: a one-off worker needs none of the
+    cluster chatter (gossip, mingle, heartbeat), and it starts faster without it."""
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "memsite",
+        "worker",
+        *pool,
+        "--queues",
+        queues,
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "--loglevel",
+        loglevel,
+        "-n",
+        name,
+    ]
+
+
 class Worker:
     """One `celery worker` (`--pool solo` unless `concurrency` is given: then the prefork pool,
     as the Procfile runs it); its log lines are kept with the time they arrived."""
@@ -250,22 +273,7 @@ class Worker:
         self.process = subprocess.Popen(
             [
                 *(["nice", "-n", str(nice)] if nice else []),
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "memsite",
-                "worker",
-                *pool,
-                "-Q",
-                queues,
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "--loglevel",
-                "INFO",
-                "-n",
-                f"cbench-{uuid.uuid4().hex[:6]}@%h",
+                *celery_worker_argv(f"cbench-{uuid.uuid4().hex[:6]}@%h", queues, pool),
             ],
             cwd=ROOT,
             env=env,

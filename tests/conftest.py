@@ -1,14 +1,17 @@
-"""Shared fixtures: teams, keys and authenticated clients."""
+"""Shared fixtures: teams, keys and authenticated clients, the scripted LLM server, real workers."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
 from rest_framework.test import APIClient
 
 from memory_app import services
-from memory_app.models import ApiKey, Team
+from memory_app.models import ApiKey, Session, Team
+from tests.worker_process import Worker, llm_env, process_env
 
 
 @dataclass
@@ -25,6 +28,29 @@ def make_tenant(name: str, role: str = ApiKey.Role.WRITE) -> Tenant:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     return Tenant(team=team, key=raw, api_key=api_key, client=client)
+
+
+def managed_session(threshold: int = 300) -> Session:
+    """A managed conversation of a team of its own, compacted past `threshold` tokens."""
+    tenant = make_tenant(f"w-{uuid.uuid4().hex[:6]}")
+    return services.session_create(
+        team=tenant.team,
+        system_prompt="You are a planner.",
+        memory_type="managed_conversation",
+        memory_config={"threshold_tokens": threshold},
+    )
+
+
+def fill(session: Session, turns: int = 6) -> None:
+    """`turns` question/answer pairs of about 35 tokens each."""
+    for i in range(turns):
+        services.message_append(
+            session=session,
+            messages=[
+                {"role": "user", "content": f"question {i} " + "word " * 30},
+                {"role": "assistant", "content": f"answer {i} " + "text " * 30},
+            ],
+        )
 
 
 @pytest.fixture
@@ -89,3 +115,24 @@ def sent_tasks(monkeypatch) -> list[tuple[str, float]]:
         "memory_app.compaction._send", lambda run_id, countdown=0: sent.append((str(run_id), countdown))
     )
     return sent
+
+
+@pytest.fixture
+def worker_env() -> dict[str, str]:
+    """What a test module adds to the environment of the workers it starts (override it there)."""
+    return {}
+
+
+@pytest.fixture
+def start_worker(llm_server, worker_env: dict[str, str]) -> Iterator[Callable[..., Worker]]:
+    """Start real Celery worker processes (stopped after the test) that call the scripted LLM server."""
+    env = process_env({**llm_env(llm_server.base_url), **worker_env})
+    workers: list[Worker] = []
+
+    def start(pool: str = "solo") -> Worker:
+        workers.append(Worker(env, pool))
+        return workers[-1]
+
+    yield start
+    for worker in workers:
+        worker.stop()

@@ -26,6 +26,8 @@ from pathlib import Path
 import httpx
 import psycopg
 
+from bench.harness import celery_worker_argv
+
 ROOT = Path(__file__).resolve().parents[2]
 # The broker and database settings of the CI leg are replaced, never inherited.
 _LEG_VARIABLES = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SQLITE_PATH", "LLM_BASE_URL", "LLM_BACKEND")
@@ -332,27 +334,9 @@ class Stack:
     def start_worker(self) -> Service:
         self.worker = self._start(
             "worker",
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "memsite",
-                "worker",
-                "--pool",
-                "threads",
-                "--concurrency",
-                "2",
-                "--queues",
-                "celery,compaction,facts",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "--loglevel",
-                "INFO",
-                "-n",
-                f"chaos-{self.web_port}@%h",
-            ],
+            celery_worker_argv(
+                f"chaos-{self.web_port}@%h", "celery,compaction,facts", ["--pool", "threads", "--concurrency", "2"]
+            ),
             self.env(),
         )
         worker = self.worker

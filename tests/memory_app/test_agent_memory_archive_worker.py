@@ -8,12 +8,12 @@ from memory_app import agent_memory, services
 from memory_app.agent_memory_models import AgentMemoryEntry
 from memory_app.tasks import archive_agent_memories
 from tests.conftest import make_tenant
-from tests.memory_app.test_compaction_worker import start_worker, wait_for  # noqa: F401 (a fixture)
+from tests.worker_process import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-def test_a_worker_archives_a_long_memory(start_worker):  # noqa: F811
+def test_a_worker_archives_a_long_memory(start_worker):
     tenant = make_tenant("archive-worker")
     session = services.session_create(team=tenant.team, system_prompt="")
     document = {

@@ -9,7 +9,6 @@ import base64
 import os
 import struct
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -23,6 +22,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from playwright.sync_api import expect, sync_playwright
 
+from bench.harness import celery_worker_argv
 from memory_app import compaction, services, views
 from memory_app.models import CompactionRun, MemoryType, Session, TeamMembership
 
@@ -288,25 +288,7 @@ class PingWorker:
     def __init__(self) -> None:
         self.name = f"ops-browser-{uuid.uuid4().hex[:6]}@%h"
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "memsite",
-                "worker",
-                "--pool",
-                "solo",
-                "--queues",
-                f"ops-browser-{uuid.uuid4().hex[:6]}",
-                "--without-gossip",
-                "--without-mingle",
-                "--without-heartbeat",
-                "--loglevel",
-                "WARNING",
-                "-n",
-                self.name,
-            ],
+            celery_worker_argv(self.name, f"ops-browser-{uuid.uuid4().hex[:6]}", ["--pool", "solo"], "WARNING"),
             cwd=settings.BASE_DIR,
             env={**os.environ, "MEMSITE_VAR_DIR": str(settings.VAR_DIR)},
             stdout=subprocess.DEVNULL,

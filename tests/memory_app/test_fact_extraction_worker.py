@@ -5,12 +5,10 @@ scripted LLM server over HTTP."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
 
 import pytest
 from django.conf import settings
@@ -20,7 +18,7 @@ from memory_app.models import Fact, FactExtractionRun, Session
 from memory_app.tasks import extract_facts
 from tests.conftest import make_tenant
 from tests.llm_server import Reply
-from tests.memory_app.test_compaction_worker import Worker, database_env, wait_for
+from tests.worker_process import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 STATEMENT = re.compile(r"\b([A-Z]\w+) (works at|lives in) ([A-Z]\w+)")
@@ -33,29 +31,14 @@ def extract_from_prompt(body: dict) -> str:
     return json.dumps({"facts": facts})
 
 
-@pytest.fixture
-def start_worker(llm_server) -> Iterator[Callable[..., Worker]]:
+@pytest.fixture(autouse=True)
+def extracting_llm(llm_server) -> None:
     llm_server.default = extract_from_prompt
-    env = {
-        **os.environ,
-        **database_env(),
-        "MEMSITE_VAR_DIR": str(settings.VAR_DIR),
-        "LLM_BASE_URL": llm_server.base_url,
-        "LLM_API_KEY": "sk-test-secret",
-        "LLM_MODEL": "scripted-model",
-        "LLM_TIMEOUT": "30",
-        "MEMSITE_FACTS_DEBOUNCE_SECONDS": "0.5",
-        "MEMSITE_FACTS_RETRY_BACKOFF": "0.5",
-    }
-    workers: list[Worker] = []
 
-    def start(pool: str = "solo") -> Worker:
-        workers.append(Worker(env, pool))
-        return workers[-1]
 
-    yield start
-    for worker in workers:
-        worker.stop()
+@pytest.fixture
+def worker_env() -> dict[str, str]:
+    return {"MEMSITE_FACTS_DEBOUNCE_SECONDS": "0.5", "MEMSITE_FACTS_RETRY_BACKOFF": "0.5"}
 
 
 def kg_session() -> Session:

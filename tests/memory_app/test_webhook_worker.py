@@ -8,43 +8,22 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
-from django.conf import settings
 
 from memory_app import webhooks
 from memory_app.models import WebhookDelivery
-from tests.memory_app.test_compaction_worker import Worker, database_env, fill, managed_session, wait_for
+from tests.conftest import fill, managed_session
 from tests.webhook_receiver import WebhookReceiver
+from tests.worker_process import Worker, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def start_worker(llm_server: Any) -> Iterator[Callable[[], Worker]]:
-    env = {
-        **os.environ,
-        **database_env(),
-        "MEMSITE_VAR_DIR": str(settings.VAR_DIR),
-        "LLM_BASE_URL": llm_server.base_url,
-        "LLM_API_KEY": "sk-test-secret",
-        "LLM_MODEL": "scripted-model",
-        "LLM_TIMEOUT": "30",
-        "MEMSITE_WEBHOOK_RETRY_BACKOFF": "0.2",
-        "MEMSITE_WEBHOOK_ALLOW_PRIVATE_TARGETS": "1",
-    }
-    workers: list[Worker] = []
-
-    def start() -> Worker:
-        workers.append(Worker(env, "solo"))
-        return workers[-1]
-
-    yield start
-    for worker in workers:
-        worker.stop()
+def worker_env() -> dict[str, str]:
+    return {"MEMSITE_WEBHOOK_RETRY_BACKOFF": "0.2", "MEMSITE_WEBHOOK_ALLOW_PRIVATE_TARGETS": "1"}
 
 
 @pytest.fixture

@@ -6,18 +6,16 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
 import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from django.conf import settings as django_settings
 
 from memory_app import compaction
 from memory_app.models import CompactionRun
 from memsite import logs
 from tests.memory_app.test_compaction import MANAGED, queued_run, summary_reply, turns
-from tests.memory_app.test_compaction_worker import Worker, database_env, wait_for
+from tests.worker_process import wait_for
 
 CONTENT_CANARY = "CANARY-CONTENT-5e1d9b"
 SECRET_CANARY = "sk-canary-secret-83fd02a1"
@@ -176,25 +174,14 @@ def test_log_lines_never_carry_the_secrets_or_content_a_request_carried(
 
 
 @pytest.fixture
-def json_worker(llm_server) -> Iterator[Worker]:
-    env = {
-        **os.environ,
-        **database_env(),
-        "MEMSITE_VAR_DIR": str(django_settings.VAR_DIR),
-        "MEMSITE_LOG_FORMAT": "json",
-        "LLM_BASE_URL": llm_server.base_url,
-        "LLM_API_KEY": SECRET_CANARY,
-        "LLM_MODEL": "scripted-model",
-        "LLM_TIMEOUT": "30",
-    }
-    worker = Worker(env, "solo")
-    yield worker
-    worker.stop()
+def worker_env() -> dict[str, str]:
+    return {"MEMSITE_LOG_FORMAT": "json", "LLM_API_KEY": SECRET_CANARY}
 
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_the_request_id_follows_a_request_into_the_worker_that_runs_its_task(api, tenant, json_worker):
+def test_the_request_id_follows_a_request_into_the_worker_that_runs_its_task(api, tenant, start_worker):
+    json_worker = start_worker()
     session_id = api.post("/api/v1/sessions/", MANAGED, format="json").json()["id"]
     messages = [*turns(6), {"role": "user", "content": CONTENT_CANARY}]
     response = api.post(

@@ -9,19 +9,18 @@ import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
-from django.conf import settings
 
 from memory_app.models import CompactionRun
-from tests.conftest import make_tenant
-from tests.memory_app.test_compaction_worker import ROOT, Worker, database_env, fill, managed_session, wait_for
+from tests.conftest import fill, make_tenant, managed_session
 from tests.memsite.metrics_scrape import METRICS_TOKEN, Samples, parse, total
+from tests.worker_process import ROOT, process_env, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 SESSION_PATTERN = "/api/v1/sessions/<uuid:session_id>/"
@@ -66,18 +65,13 @@ def metrics_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def process_env(metrics_dir: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        **database_env(),
-        "MEMSITE_VAR_DIR": str(settings.VAR_DIR),
-        "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
-        "MEMSITE_METRICS_TOKEN": METRICS_TOKEN,
-    }
+def worker_env(metrics_dir: Path) -> dict[str, str]:
+    """Gunicorn and the Celery worker write their samples to one multiprocess directory."""
+    return {"PROMETHEUS_MULTIPROC_DIR": str(metrics_dir), "MEMSITE_METRICS_TOKEN": METRICS_TOKEN}
 
 
 @pytest.fixture
-def gunicorn(process_env: dict[str, str], metrics_dir: Path) -> Iterator[Gunicorn]:
+def gunicorn(worker_env: dict[str, str], metrics_dir: Path) -> Iterator[Gunicorn]:
     port = free_port()
     process = subprocess.Popen(
         [
@@ -93,7 +87,7 @@ def gunicorn(process_env: dict[str, str], metrics_dir: Path) -> Iterator[Gunicor
             "2",
         ],
         cwd=ROOT,
-        env=process_env,
+        env=process_env(worker_env),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -149,26 +143,6 @@ def test_requests_answered_by_two_gunicorn_workers_add_up_in_one_scrape(gunicorn
     assert total(samples, "memsite_http_requests_by_process", pid=str(dead)) == 0
     assert total(samples, "memsite_http_requests_total", endpoint=SESSION_PATTERN) == sent
     assert total(samples, "memsite_http_requests_total", endpoint="/metrics", status="200") == 1
-
-
-@pytest.fixture
-def start_worker(llm_server, process_env: dict[str, str]) -> Iterator[Callable[[], Worker]]:
-    env = {
-        **process_env,
-        "LLM_BASE_URL": llm_server.base_url,
-        "LLM_API_KEY": "sk-test-secret",
-        "LLM_MODEL": "scripted-model",
-        "LLM_TIMEOUT": "30",
-    }
-    workers: list[Worker] = []
-
-    def start() -> Worker:
-        workers.append(Worker(env, "solo"))
-        return workers[-1]
-
-    yield start
-    for worker in workers:
-        worker.stop()
 
 
 def test_a_job_run_by_a_celery_worker_shows_in_the_metrics_gunicorn_serves(gunicorn, start_worker, llm_server):

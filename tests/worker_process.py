@@ -1,0 +1,90 @@
+"""Child processes the tests start on the database and broker the tests themselves run on: a real
+Celery worker (the `start_worker` fixture in tests/conftest.py) or gunicorn.
+
+On the embedded defaults that is the SQLite test file and the filesystem broker; in CI's second
+run, PostgreSQL and Redis. The worker reaches the scripted LLM server over HTTP.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+from bench.harness import celery_worker_argv
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def wait_for(condition: Callable[[], bool], *, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def database_env() -> dict[str, str]:
+    """Point a child process at the test database this test runs on."""
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return {"SQLITE_PATH": db["NAME"], "DATABASE_URL": ""}
+    user = db["USER"] or "postgres"
+    return {"DATABASE_URL": f"postgres://{user}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"}
+
+
+def process_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment, on the test database and var directory, plus `extra`."""
+    return {**os.environ, **database_env(), "MEMSITE_VAR_DIR": str(settings.VAR_DIR), **(extra or {})}
+
+
+def llm_env(base_url: str, api_key: str = "sk-test-secret") -> dict[str, str]:
+    """Settings that send a child process's LLM calls to the scripted server."""
+    return {"LLM_BASE_URL": base_url, "LLM_API_KEY": api_key, "LLM_MODEL": "scripted-model", "LLM_TIMEOUT": "30"}
+
+
+class Worker:
+    """`celery worker` on every queue memsite uses; its output is kept in `lines`."""
+
+    def __init__(self, env: dict[str, str], pool: str = "solo") -> None:
+        self.name = f"test-{uuid.uuid4().hex[:8]}@%h"
+        self.process = subprocess.Popen(
+            celery_worker_argv(
+                self.name,
+                f"celery,{settings.COMPACTION_QUEUE},{settings.FACTS_QUEUE}",
+                ["--pool", pool, "--concurrency", "2"],
+            ),
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: list[str] = []
+        threading.Thread(target=self._drain, daemon=True).start()
+        wait_for(lambda: any("ready." in line for line in self.lines), timeout=60, what="worker start")
+
+    def _drain(self) -> None:
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
