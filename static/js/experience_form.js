@@ -58,6 +58,15 @@
       clearTimeout(timer);
       timer = setTimeout(validate, DELAY_MS);
     });
+    // Typing can begin before this deferred script runs (a slow page, or the browser restoring
+    // the form on back): those edits fired no listened-to input event, so check them now.
+    if (edited(form)) validate();
+  }
+
+  function edited(form) {
+    return [...form.querySelectorAll("input:not([type=hidden]), textarea")].some(
+      (field) => field.value !== field.defaultValue,
+    );
   }
 
   document.addEventListener("DOMContentLoaded", () => {

@@ -206,3 +206,27 @@ def test_staff_write_review_try_and_move_experiences_in_the_browser(live_server,
     # import report with the download link, settings.
     for name in ("list", "form", "edit", "detail", "review", "try", "import", "config"):
         assert (SCREENSHOTS / f"experiences_{name}.png").stat().st_size > 10_000
+
+
+def test_what_was_typed_before_the_form_script_ran_is_validated_when_it_runs(live_server, team: str) -> None:
+    """A slow page: the field is filled while experience_form.js is still on its way."""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
+        try:
+            page = browser.new_page()
+            page.goto(live_server.url + "/accounts/login/")
+            page.get_by_label("Username").fill("grace")
+            page.get_by_label("Password").fill(PASSWORD)
+            page.get_by_role("button", name="Log in").click()
+            expect(page.get_by_role("heading", name="Sessions")).to_be_visible()
+            held = []
+            page.route("**/experience_form.js", lambda route: held.append(route))
+            page.goto(live_server.url + "/experiences/new/", wait_until="commit")
+            page.get_by_label("exp_id").fill("file validation")
+            page.wait_for_timeout(500)  # the validation delay passes with no script listening
+            assert len(held) == 1
+            expect(page.locator('[data-errors-for="exp_id"]')).to_be_empty()
+            held[0].continue_()
+            expect(page.locator('[data-errors-for="exp_id"]')).to_contain_text("must be a slug")
+        finally:
+            browser.close()
