@@ -18,6 +18,7 @@ from django.db.models import F, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from memory_app import context_ledger
 from memory_app.llm import complete
 from memory_app.llm.base import (
     ChatRequest,
@@ -122,13 +123,17 @@ def llm_complete(
 
 
 def context_served_record(*, session: Session, agent: str, served_tokens: int) -> None:
-    """Ledger row for one context served: what the raw history would have cost beside what was sent."""
-    ContextServe.objects.create(
-        team_id=session.team_id,
-        session=session,
-        agent=agent[:200],
-        raw_tokens=session.system_prompt_tokens + session.history_tokens,
-        served_tokens=served_tokens,
+    """Ledger row for one context served: what the raw history would have cost beside what was
+    sent. Written in batches (memory_app/context_ledger.py): a context read is every agent turn."""
+    context_ledger.record(
+        ContextServe(
+            team_id=session.team_id,
+            session_id=session.pk,
+            agent=agent[:200],
+            raw_tokens=session.system_prompt_tokens + session.history_tokens,
+            served_tokens=served_tokens,
+            created_at=timezone.now(),
+        )
     )
 
 

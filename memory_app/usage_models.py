@@ -9,6 +9,7 @@ the raw history it stands for beside the tokens actually sent. Imported by memor
 from __future__ import annotations
 
 from django.db import models
+from django.utils import timezone
 
 from memory_app.models import Session, Team
 
@@ -63,7 +64,8 @@ class ContextServe(models.Model):
     agent = models.CharField(max_length=200, blank=True)
     raw_tokens = models.PositiveBigIntegerField()
     served_tokens = models.PositiveIntegerField()
-    created_at = models.DateTimeField(auto_now_add=True)
+    # When the context was served, not when its batch was written (memory_app/context_ledger.py).
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
         indexes = [

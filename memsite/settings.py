@@ -318,6 +318,9 @@ LLM_PAYLOAD_LIMIT_BYTES = env_int("LLM_PAYLOAD_LIMIT_BYTES", 25_000_000, minimum
 # endpoints that cause LLM work (DRF rate syntax: "<n>/second|minute|hour|day").
 DAILY_LLM_TOKEN_BUDGET = env_int("MEMSITE_DAILY_LLM_TOKEN_BUDGET", 0, minimum=0)
 LLM_RATE_LIMIT = env_str("MEMSITE_LLM_RATE_LIMIT", "60/minute")
+# Token economics (issue 8): each web process writes the ledger rows of the contexts it served
+# in one batch per interval (memory_app/context_ledger.py); 0 writes each row in its request.
+CONTEXT_LEDGER_FLUSH_SECONDS = env_float("MEMSITE_CONTEXT_LEDGER_FLUSH_SECONDS", 1.0)
 
 # --- Logging: JSON lines (or text) with the request id; secrets and content redacted ----------
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")

@@ -53,6 +53,13 @@ def fill(session: Session, turns: int = 6) -> None:
         )
 
 
+@pytest.fixture(autouse=True)
+def _context_ledger_written_at_once(settings) -> None:
+    """Each context read's ledger row is in the database when its response is (tests that
+    test the batching turn it back on)."""
+    settings.CONTEXT_LEDGER_FLUSH_SECONDS = 0
+
+
 @pytest.fixture
 def tenant(db) -> Tenant:
     return make_tenant("alpha")

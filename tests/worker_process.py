@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -82,9 +84,58 @@ class Worker:
         self.process.wait(timeout=10)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop(self.process)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_gunicorn(env: dict[str, str], workers: int) -> tuple[subprocess.Popen[str], str]:
+    """gunicorn as the Procfile runs it (gunicorn.conf.py and its hooks), once its `workers`
+    are up; the process and its base URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "memsite.wsgi",
+            "--config",
+            "gunicorn.conf.py",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(workers),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+    def listening() -> bool:
+        # A bare TCP connect: an HTTP probe would itself be counted in the metrics.
+        assert process.poll() is None, "gunicorn exited during start-up"
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+
+    def children() -> int:
+        return len(Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split())
+
+    wait_for(listening, timeout=60, what="gunicorn to listen")
+    wait_for(lambda: children() == workers, timeout=60, what=f"{workers} gunicorn workers")
+    return process, f"http://127.0.0.1:{port}"
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    """SIGTERM (gunicorn's graceful stop), then SIGKILL if it has not exited in 30 s."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -20,16 +18,10 @@ import pytest
 from memory_app.models import CompactionRun
 from tests.conftest import fill, make_tenant, managed_session
 from tests.memsite.metrics_scrape import METRICS_TOKEN, Samples, parse, total
-from tests.worker_process import ROOT, process_env, wait_for
+from tests.worker_process import process_env, start_gunicorn, stop, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 SESSION_PATTERN = "/api/v1/sessions/<uuid:session_id>/"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def children(pid: int) -> set[int]:
@@ -72,43 +64,9 @@ def worker_env(metrics_dir: Path) -> dict[str, str]:
 
 @pytest.fixture
 def gunicorn(worker_env: dict[str, str], metrics_dir: Path) -> Iterator[Gunicorn]:
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "memsite.wsgi",
-            "--config",
-            "gunicorn.conf.py",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            "2",
-        ],
-        cwd=ROOT,
-        env=process_env(worker_env),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    server = Gunicorn(process=process, url=f"http://127.0.0.1:{port}", metrics_dir=metrics_dir)
-
-    def listening() -> bool:
-        # A bare TCP connect: an HTTP probe would itself be counted in the metrics.
-        assert process.poll() is None, "gunicorn exited during start-up"
-        with socket.socket() as sock:
-            return sock.connect_ex(("127.0.0.1", port)) == 0
-
-    wait_for(listening, timeout=60, what="gunicorn to listen")
-    wait_for(lambda: len(server.workers()) == 2, timeout=60, what="2 gunicorn workers")
-    yield server
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)
+    process, url = start_gunicorn(process_env(worker_env), workers=2)
+    yield Gunicorn(process=process, url=url, metrics_dir=metrics_dir)
+    stop(process)
 
 
 def test_requests_answered_by_two_gunicorn_workers_add_up_in_one_scrape(gunicorn):
