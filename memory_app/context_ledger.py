@@ -24,7 +24,7 @@ import threading
 import time
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, close_old_connections, transaction
+from django.db import DatabaseError, IntegrityError, connections, transaction
 
 from memory_app.models import ContextServe, Session
 
@@ -112,11 +112,14 @@ def _flush_every() -> None:
         if time.monotonic() - last < interval:
             continue
         last = time.monotonic()
-        close_old_connections()  # this thread's own connection: reconnect after a database restart
         try:
             flush()
         except Exception:  # the thread must outlive any one failure
             log.exception("context ledger flush failed")
+        finally:
+            # This thread's own connection (connections are per thread): not held idle between
+            # batches, and a fresh one next time survives a database restart.
+            connections.close_all()
 
 
 def _after_fork() -> None:
