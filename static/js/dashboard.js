@@ -43,8 +43,14 @@ function liveRegion(region) {
 
 document.addEventListener("DOMContentLoaded", () => {
   for (const form of document.querySelectorAll("form[data-autosubmit]")) {
+    const select = form.querySelector("select");
     form.querySelector("button[type=submit]")?.setAttribute("hidden", "");
-    form.querySelector("select")?.addEventListener("change", () => form.requestSubmit());
+    select?.addEventListener("change", () => form.requestSubmit());
+    // A choice made before this deferred script ran fired no listened-to change (and its
+    // button is now hidden): submit it as the change would have.
+    if (select && [...select.options].some((option) => option.selected !== option.defaultSelected)) {
+      form.requestSubmit();
+    }
   }
   for (const form of document.querySelectorAll("form[data-confirm]")) {
     form.addEventListener("submit", (event) => {
