@@ -79,20 +79,21 @@ def pending() -> int:
 
 
 def _write(rows: list[ContextServe]) -> int:
-    # A session deleted after its context was served must not get a row back. The check and
-    # the insert are not one statement, so a deletion in between fails the insert on its
-    # foreign key: check again then.
-    for attempt in (1, 2):
-        live = set(Session.objects.filter(pk__in={row.session_id for row in rows}).values_list("pk", flat=True))
-        rows = [row for row in rows if row.session_id in live]
-        try:
-            with transaction.atomic():
-                ContextServe.objects.bulk_create(rows)
-            return len(rows)
-        except IntegrityError:
-            if attempt == 2:
-                raise
-    return 0  # unreachable: the loop returns or raises
+    try:
+        return _insert_live(rows)
+    except IntegrityError:
+        # The session check and the insert are two statements: a session deleted in between
+        # fails the insert on its foreign key. Check again.
+        return _insert_live(rows)
+
+
+def _insert_live(rows: list[ContextServe]) -> int:
+    """Insert the rows whose session still exists: a deleted session must not get one back."""
+    live = set(Session.objects.filter(pk__in={row.session_id for row in rows}).values_list("pk", flat=True))
+    kept = [row for row in rows if row.session_id in live]
+    with transaction.atomic():
+        ContextServe.objects.bulk_create(kept)
+    return len(kept)
 
 
 def _start_flusher() -> None:

@@ -1,12 +1,13 @@
 """The context ledger's batched write path (memory_app/context_ledger.py): rows held per web
 process and written in one INSERT, with the time each context was served; rows of deleted
-sessions dropped; rows kept through a database error; written by the flusher thread and by
+sessions dropped, also when the deletion lands between the check and the insert; rows kept
+through a database error; written by the flusher thread and by
 gunicorn workers on a graceful stop."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -16,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from memory_app import context_ledger, services
-from memory_app.models import ContextServe
+from memory_app.models import ContextServe, Session
 from tests.conftest import make_tenant
 from tests.worker_process import process_env, start_gunicorn, stop, wait_for
 
@@ -113,3 +114,33 @@ def test_gunicorn_workers_stopping_gracefully_write_the_rows_they_hold(tmp_path:
         stop(process)
     assert process.returncode == 0
     assert ContextServe.objects.filter(session=session).count() == 6
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_session_deleted_between_the_check_and_the_insert_loses_only_its_rows(
+    api, admin_api, batched, monkeypatch
+) -> None:
+    kept, deleted = (api.post("/api/v1/sessions/", {}, format="json").json()["id"] for _ in range(2))
+    served(api, kept)
+    served(api, deleted)
+    real_filter = Session.objects.filter
+
+    def deleted_right_after_the_check(*args: object, **kwargs: object) -> list[uuid.UUID]:
+        monkeypatch.setattr(Session.objects, "filter", real_filter)  # the retry checks for real
+        live = list(real_filter(*args, **kwargs).values_list("pk", flat=True))
+        assert admin_api.delete(f"/api/v1/sessions/{deleted}/").status_code == 204
+        return live
+
+    monkeypatch.setattr(Session.objects, "filter", lambda *a, **k: Checked(deleted_right_after_the_check, a, k))
+    assert context_ledger.flush() == 1  # the first insert failed on the foreign key; the retry dropped the row
+    assert list(ContextServe.objects.values_list("session_id", flat=True)) == [uuid.UUID(kept)]
+
+
+class Checked:
+    """Stands in for the session check's queryset: `values_list` runs the given function."""
+
+    def __init__(self, run: Callable[..., list[uuid.UUID]], args: tuple, kwargs: dict) -> None:
+        self.run, self.args, self.kwargs = run, args, kwargs
+
+    def values_list(self, *fields: str, flat: bool = False) -> list[uuid.UUID]:
+        return self.run(*self.args, **self.kwargs)
