@@ -278,12 +278,19 @@ def auth(tenant: Tenant) -> dict[str, str]:
 
 
 @contextmanager
+def undone() -> Iterator[None]:
+    """A savepoint rolled back at its end."""
+    with transaction.atomic():
+        yield
+        transaction.set_rollback(True)
+
+
+@contextmanager
 def rolled_back() -> Iterator[None]:
     """One generated request in a savepoint undone afterwards: a DELETE in one example does not
     turn the later ones into 404s, and a broken one cannot spoil the next."""
-    with in_test_transaction(), transaction.atomic():
+    with in_test_transaction(), undone():
         yield
-        transaction.set_rollback(True)
 
 
 def project_models() -> list[type[models.Model]]:
@@ -428,7 +435,7 @@ def test_chains_of_operations_answer_as_documented_and_never_5xx(world):
         # length decides what is drawn next), so what one scenario created (sessions, events) must
         # not change the next one's answers: Hypothesis takes that for a flaky strategy.
         def setup(self) -> None:
-            self.scenario = transaction.atomic()
+            self.scenario = undone()
             self.scenario.__enter__()
 
         def teardown(self) -> None:
