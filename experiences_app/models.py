@@ -8,6 +8,7 @@ from django.db import models
 
 from experiences_app.yaml_io import EXP_ID_MAX_LENGTH
 from memory_app.models import Session, Team
+from memsite.fields import JSONField
 
 
 class Experience(models.Model):
@@ -24,7 +25,7 @@ class Experience(models.Model):
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="experiences")
     exp_id = models.CharField(max_length=EXP_ID_MAX_LENGTH)
-    who = models.JSONField(default=list, blank=True)
+    who = JSONField(default=list, blank=True)
     # "|role1|role2|" lowercased ("" = every role): lets the database filter by role on every
     # backend (SQLite has no JSON containment lookup); services keep it in step with `who`.
     roles_key = models.TextField(default="", blank=True, editable=False)
@@ -53,7 +54,7 @@ class ExperienceRevision(models.Model):
     experience = models.ForeignKey(Experience, on_delete=models.CASCADE, related_name="revisions")
     number = models.PositiveIntegerField()
     exp_id = models.CharField(max_length=EXP_ID_MAX_LENGTH)
-    who = models.JSONField(default=list, blank=True)
+    who = JSONField(default=list, blank=True)
     when = models.TextField()
     what = models.TextField()
     status = models.CharField(max_length=16, choices=Experience.Status.choices)
@@ -74,7 +75,7 @@ class TeamExperienceConfig(models.Model):
 
     team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="experience_config")
     # {"planner": true, "code_generator": false}; a role not listed uses experiences (seed default).
-    use_experience = models.JSONField(default=dict, blank=True)
+    use_experience = JSONField(default=dict, blank=True)
     # Replaces the default selection template when not empty (`experience.selection_prompt_path`).
     selection_template = models.TextField(blank=True, default="")
     # `experience.llm_alias`: "" = the configured LLM, "offline" = the extractive backend.
@@ -94,10 +95,10 @@ class SelectionLog(models.Model):
     role = models.CharField(max_length=200)
     query = models.TextField()
     context = models.TextField(blank=True)  # the context as sent (bounded)
-    candidates = models.JSONField(default=list, blank=True)  # [{"exp_id", "when"}]
-    messages = models.JSONField(default=list, blank=True)  # the full prompt messages
+    candidates = JSONField(default=list, blank=True)  # [{"exp_id", "when"}]
+    messages = JSONField(default=list, blank=True)  # the full prompt messages
     raw_response = models.TextField(blank=True)
-    selected = models.JSONField(default=list, blank=True)  # chosen exp_ids, candidate order
+    selected = JSONField(default=list, blank=True)  # chosen exp_ids, candidate order
     backend = models.CharField(max_length=50, blank=True)
     model = models.CharField(max_length=200, blank=True)
     latency_ms = models.PositiveIntegerField(default=0)

@@ -1,18 +1,16 @@
-"""Dashboard pages for experiences (issue 5): the list with usage counts, create/edit with
+"""Dashboard pages for experiences: the list with usage counts, create/edit with
 validation as you type and a live YAML preview, one experience with its revisions and diffs,
 the review queue, "try selection", import/export and the team's selection settings.
 
 Every page is scoped to the user's current team (`memory_app.views.team_page`); approving,
-disabling and changing the settings are POSTs for staff who are members of the team (the API
-asks an admin key for the same), via `a staff_action like the facts pages'`. Every write calls
+disabling and changing the settings are POSTs for the team's admins (the API asks an admin key
+for the same), via `memory_app.views.team_admin_action`. Every write calls
 experiences_app.services, like the API and the admin.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from functools import wraps
 from typing import Any
 
 from django import forms
@@ -40,7 +38,7 @@ from experiences_app.yaml_io import (
 from memory_app import selectors as memory_selectors
 from memory_app.fact_pages import _back
 from memory_app.models import Session, Team
-from memory_app.views import team_page
+from memory_app.views import team_admin_action, team_page
 from memsite.errors import Conflict, InvalidInput, LLMFailed, LLMUnavailable, NotFound
 
 EXPERIENCES_PER_PAGE = 50
@@ -55,22 +53,17 @@ STATUS_LABELS = dict(Experience.Status.choices)
 
 def _page_context(request: HttpRequest, team: Team, teams: list[Team], tab: str, **extra: Any) -> dict[str, Any]:
     drafts = selectors.experience_list(team=team, status=Experience.Status.DRAFT).count()
-    return {"team": team, "teams": teams, "tab": tab, "is_staff": request.user.is_staff, "draft_count": drafts, **extra}
+    return {
+        "team": team,
+        "teams": teams,
+        "tab": tab,
+        "can_curate": memory_selectors.user_is_team_admin(user=request.user, team=team),
+        "draft_count": drafts,
+        **extra,
+    }
 
 
-def staff_action(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """A team page's POST that only staff may make (the API asks an admin key): 403 for other members."""
-
-    @team_page
-    @require_POST
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, team: Team, teams: list[Team], **kwargs: Any) -> HttpResponse:
-        if not request.user.is_staff:
-            context = {"team": team, "teams": teams}
-            return render(request, "experiences_app/staff_only.html", context, status=403)
-        return view(request, *args, team=team, teams=teams, **kwargs)
-
-    return wrapper
+curation_action = team_admin_action("experiences:list")
 
 
 def _team_experience(team: Team, exp_id: str) -> Experience:
@@ -210,7 +203,9 @@ def _save(request: HttpRequest, team: Team, teams: list[Team], experience: Exper
     try:
         if experience is None:
             saved = services.experience_create(team=team, **values, actor=actor, note=note)
-            flash.success(request, f"Created {saved.exp_id} as a draft: staff approve it before it can be selected.")
+            flash.success(
+                request, f"Created {saved.exp_id} as a draft: a team admin approves it before it can be selected."
+            )
         else:
             before = experience.revision
             fields = {name: values[name] for name in services.CONTENT_FIELDS}
@@ -219,7 +214,7 @@ def _save(request: HttpRequest, team: Team, teams: list[Team], experience: Exper
                 flash.info(request, "Nothing changed, so no revision was added.")
             else:
                 drafted = saved.status == Experience.Status.DRAFT
-                again = " It is a draft again until staff approve it." if drafted else ""
+                again = " It is a draft again until a team admin approves it." if drafted else ""
                 flash.success(request, f"Saved revision {saved.revision} of {saved.exp_id}.{again}")
     except (InvalidInput, Conflict) as exc:
         errors = exc.fields or {"form": [exc.detail]}
@@ -333,7 +328,7 @@ def experience_detail(request: HttpRequest, exp_id: str, *, team: Team, teams: l
     return render(request, "experiences_app/detail.html", context)
 
 
-@staff_action
+@curation_action
 def experience_approve(request: HttpRequest, exp_id: str, *, team: Team, teams: list[Team]) -> HttpResponse:
     experience = _team_experience(team, exp_id)
     if experience.status == Experience.Status.APPROVED:
@@ -345,7 +340,7 @@ def experience_approve(request: HttpRequest, exp_id: str, *, team: Team, teams: 
     return _back(request, _experience_url(experience.exp_id))
 
 
-@staff_action
+@curation_action
 def experience_disable(request: HttpRequest, exp_id: str, *, team: Team, teams: list[Team]) -> HttpResponse:
     experience = _team_experience(team, exp_id)
     if experience.status == Experience.Status.DISABLED:
@@ -445,14 +440,14 @@ def selection_log_download(request: HttpRequest, log_id: str, *, team: Team, tea
 
 @team_page
 def experience_import(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpResponse:
-    """Upload a zip and/or handcrafted_exp_*.yaml files; approving what the import writes is for staff."""
+    """Upload a zip and/or handcrafted_exp_*.yaml files; approving what the import writes is for the team's admins."""
     report, error, status = None, "", 200
     dry_run = approve = False
     if request.method == "POST":
         uploads = request.FILES.getlist("files")
         dry_run, approve = request.POST.get("dry_run") == "on", request.POST.get("approve") == "on"
-        if approve and not request.user.is_staff:
-            error, status = "Only staff may approve what an import writes.", 403
+        if approve and not memory_selectors.user_is_team_admin(user=request.user, team=team):
+            error, status = "Only the team's admins may approve what an import writes.", 403
         elif not uploads:
             error, status = "Choose handcrafted_exp_*.yaml files or a zip of them.", 400
         elif len(uploads) > MAX_UPLOADS:
@@ -538,7 +533,7 @@ def experience_config(request: HttpRequest, *, team: Team, teams: list[Team]) ->
     return _render_config(request, team, teams)
 
 
-@staff_action
+@curation_action
 def experience_config_save(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpResponse:
     roles = request.POST.getlist("role")
     flags = request.POST.getlist("use")

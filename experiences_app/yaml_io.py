@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from memsite.parsers import text_problem
 from memsite.safe_yaml import BoundedSafeLoader
 
 MAX_FILE_BYTES = 64 * 1024  # a handcrafted experience is a few lines; this bounds parse cost
@@ -165,6 +166,8 @@ def _roles(who: Any) -> tuple[list[str], list[str]]:
             problems.append(f"role {index} is longer than {MAX_ROLE_CHARS} characters")
         elif _has_control(role, allowed=""):
             problems.append(f"role {index} contains a control character")
+        elif text_problem(role):
+            problems.append(f"role {index} is {text_problem(role)}")
         elif role not in roles:  # a repeated role adds nothing
             roles.append(role)
     return roles, problems
@@ -183,7 +186,7 @@ def _text(value: Any) -> tuple[str, str | None]:
     if _has_control(text, allowed="\n\t"):
         # NUL cannot be stored in PostgreSQL text, and the others are invisible in every editor.
         return "", "contains a control character"
-    return text, None
+    return text, text_problem(text)  # a lone surrogate (YAML's "\ud800") cannot be stored
 
 
 def _has_control(text: str, *, allowed: str) -> bool:

@@ -95,9 +95,15 @@ def timestamp(value: Any, path: str, problems: Problems) -> None:
         _add(problems, path, 'must be an ISO 8601 date-time such as "2026-01-23T10:31:10.000Z"')
 
 
+# A plan step is stored in a 32-bit integer column on every database.
+INTEGER_MIN, INTEGER_MAX = -(2**31), 2**31 - 1
+
+
 def integer(value: Any, path: str, problems: Problems) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         _add(problems, path, f"must be a whole number, not {_type_name(value)}")
+    elif not INTEGER_MIN <= value <= INTEGER_MAX:
+        _add(problems, path, f"must be between {INTEGER_MIN} and {INTEGER_MAX}")
 
 
 def count(value: Any, path: str, problems: Problems) -> None:

@@ -11,6 +11,7 @@ from django.db import models
 from django.db.models import Q
 
 from memory_app.models import Session, Team, VerbatimJSONField
+from memsite.fields import JSONField
 
 
 class AgentMemory(models.Model):
@@ -23,7 +24,7 @@ class AgentMemory(models.Model):
     # (version, schema, sessionId, agent, createdAt, context, history, anything else).
     header = VerbatimJSONField(default=dict, blank=True)
     # The document's top-level key order, so a PUT document is returned as written.
-    key_order = models.JSONField(default=list, blank=True)
+    key_order = JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

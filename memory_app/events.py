@@ -94,6 +94,12 @@ class EventCursor:
             return []
         return list(MemoryEvent.objects.filter(pk__in=wanted).order_by("pk"))
 
+    def last_own_event_id(self) -> int:
+        """The team's latest event at or before the position (0: none): what a stream may tell
+        its reader, since the position itself counts every team's events."""
+        own = MemoryEvent.objects.filter(team=self.team, pk__lte=self.position).order_by("-pk")
+        return own.values_list("pk", flat=True).first() or 0
+
     def _gap_expired(self, start: int, now: float) -> bool:
         first_seen = self._gaps_seen.setdefault(start, now)
         return now - first_seen >= settings.SSE_GAP_GRACE_SECONDS
@@ -109,7 +115,7 @@ def event_stream(*, cursor: EventCursor) -> Iterator[str]:
     and an end after SSE_MAX_SECONDS so a sync worker is freed (clients reconnect with Last-Event-ID)."""
     started = last_sent = time.monotonic()
     # A first line at once lets the client (and any proxy) see the stream is open.
-    yield f"retry: 1000\n: stream open after event {cursor.position}\n\n"
+    yield f"retry: 1000\n: stream open after event {cursor.last_own_event_id()}\n\n"
     while True:
         events = cursor.poll()
         now = time.monotonic()

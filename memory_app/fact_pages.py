@@ -1,8 +1,8 @@
-"""Dashboard pages for facts (issue 4): the facts table, an entity's graph, one fact with its
-provenance, and the extraction runs that wait for staff (quarantined or failed).
+"""Dashboard pages for facts: the facts table, an entity's graph, one fact with its
+provenance, and the extraction runs that wait for a team admin (quarantined or failed).
 
 Every page is scoped to the user's current team (`views.team_page`); the curation actions are
-POSTs for staff (Django staff who are members of the team, the ops page's rule) and call the
+POSTs for the team's admins (`views.team_admin_action`) and call the
 same services as the API: facts.fact_update / fact_invalidate and fact_extraction's retry,
 accept and discard.
 """
@@ -10,8 +10,6 @@ accept and discard.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from functools import wraps
 from typing import Any
 
 from django import forms
@@ -22,12 +20,11 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_POST
 
 from memory_app import fact_extraction, fact_selectors, facts, selectors
 from memory_app.fact_output import MAX_FIELD_CHARS, MAX_OUTPUT_CHARS
 from memory_app.models import Fact, FactExtractionRun, Session, Team
-from memory_app.views import team_page
+from memory_app.views import team_admin_action, team_page
 from memsite.errors import Conflict, InvalidInput, NotFound
 
 FACTS_PER_PAGE = 50
@@ -46,18 +43,7 @@ RUN_STATUS_TABS = (
 FACT_URL_PLACEHOLDER = uuid.UUID(int=0)
 
 
-def staff_action(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """A team page's POST that only staff may make: 403 for other members."""
-
-    @team_page
-    @require_POST
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, team: Team, teams: list[Team], **kwargs: Any) -> HttpResponse:
-        if not request.user.is_staff:
-            return render(request, "memory_app/facts_staff_only.html", {"team": team, "teams": teams}, status=403)
-        return view(request, *args, team=team, teams=teams, **kwargs)
-
-    return wrapper
+curation_action = team_admin_action("dashboard:facts")
 
 
 def _back(request: HttpRequest, fallback: str) -> HttpResponse:
@@ -77,7 +63,7 @@ def _page_context(request: HttpRequest, team: Team, teams: list[Team], tab: str,
         "team": team,
         "teams": teams,
         "tab": tab,
-        "is_staff": request.user.is_staff,
+        "can_curate": selectors.user_is_team_admin(user=request.user, team=team),
         "quarantined_count": _quarantine_count(team),
         **extra,
     }
@@ -152,7 +138,7 @@ def fact_list(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpRes
     )
 
 
-# --- one fact: provenance, history, and the staff edits ---------------------------------------------
+# --- one fact: provenance, history, and the admins' edits ---------------------------------------------
 
 
 class FactEditForm(forms.Form):
@@ -193,7 +179,7 @@ def fact_detail(request: HttpRequest, fact_id: uuid.UUID, *, team: Team, teams: 
     return _render_fact(request, team, teams, fact_id, form=None, status=200)
 
 
-@staff_action
+@curation_action
 def fact_edit(request: HttpRequest, fact_id: uuid.UUID, *, team: Team, teams: list[Team]) -> HttpResponse:
     fact = _team_fact(team, fact_id)
     form = FactEditForm(request.POST)
@@ -208,7 +194,7 @@ def fact_edit(request: HttpRequest, fact_id: uuid.UUID, *, team: Team, teams: li
     return redirect(_fact_url(fact.pk))
 
 
-@staff_action
+@curation_action
 def fact_invalidate(request: HttpRequest, fact_id: uuid.UUID, *, team: Team, teams: list[Team]) -> HttpResponse:
     fact = _team_fact(team, fact_id)
     facts.fact_invalidate(fact=fact)
@@ -216,7 +202,7 @@ def fact_invalidate(request: HttpRequest, fact_id: uuid.UUID, *, team: Team, tea
     return _back(request, _fact_url(fact.pk))
 
 
-@staff_action
+@curation_action
 def fact_restore(request: HttpRequest, fact_id: uuid.UUID, *, team: Team, teams: list[Team]) -> HttpResponse:
     fact = _team_fact(team, fact_id)
     try:
@@ -293,7 +279,7 @@ def fact_graph_data(request: HttpRequest, *, team: Team, teams: list[Team]) -> H
     return JsonResponse(_graph_data(team, entity, depth))
 
 
-# --- extraction runs waiting for staff ------------------------------------------------------------------
+# --- extraction runs waiting for an admin---------------------------------------------------------------
 
 
 class AcceptForm(forms.Form):
@@ -365,7 +351,7 @@ def fact_extraction_detail(request: HttpRequest, run_id: uuid.UUID, *, team: Tea
     return _render_run(request, team, teams, _team_run(team, run_id))
 
 
-@staff_action
+@curation_action
 def fact_extraction_retry(request: HttpRequest, run_id: uuid.UUID, *, team: Team, teams: list[Team]) -> HttpResponse:
     run = _team_run(team, run_id)
     try:
@@ -377,7 +363,7 @@ def fact_extraction_retry(request: HttpRequest, run_id: uuid.UUID, *, team: Team
     return _back(request, _run_url(run.pk))
 
 
-@staff_action
+@curation_action
 def fact_extraction_discard(request: HttpRequest, run_id: uuid.UUID, *, team: Team, teams: list[Team]) -> HttpResponse:
     run = _team_run(team, run_id)
     try:
@@ -389,7 +375,7 @@ def fact_extraction_discard(request: HttpRequest, run_id: uuid.UUID, *, team: Te
     return _back(request, _run_url(run.pk))
 
 
-@staff_action
+@curation_action
 def fact_extraction_accept(request: HttpRequest, run_id: uuid.UUID, *, team: Team, teams: list[Team]) -> HttpResponse:
     """Apply the edited output; when it still does not parse, show it again with the reason."""
     run = _team_run(team, run_id)

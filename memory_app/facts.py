@@ -122,7 +122,12 @@ def _event(fact: Fact, kind: str, **data: Any) -> None:
 
 
 def _invalidate_rivals(fact: Fact, now: datetime) -> list[Fact]:
-    """Invalidate the other live values of the fact's (subject, predicate) in its scope."""
+    """Invalidate the other live values of the fact's (subject, predicate) in its scope.
+
+    A curated value is superseded only by another curated one: an agent's or an extractor's
+    contradiction of it is kept, invalidated by the curated fact, for an admin to review
+    (restoring it from the dashboard or the API then supersedes the curated value).
+    """
     rivals = list(
         Fact.objects.filter(
             team_id=fact.team_id,
@@ -133,6 +138,12 @@ def _invalidate_rivals(fact: Fact, now: datetime) -> list[Fact]:
             invalidated_at__isnull=True,
         ).exclude(pk=fact.pk)
     )
+    curated = next((rival for rival in rivals if rival.curated), None)
+    if curated is not None and not fact.curated:
+        fact.invalidated_at, fact.invalidated_by = now, curated
+        fact.save(update_fields=["invalidated_at", "invalidated_by", "updated_at"])
+        _event(fact, MemoryEvent.Kind.FACT_INVALIDATED, reason="contradicts_curated", invalidated_by=str(curated.pk))
+        return [fact]
     for rival in rivals:
         rival.invalidated_at, rival.invalidated_by = now, fact
         rival.save(update_fields=["invalidated_at", "invalidated_by", "updated_at"])
@@ -147,6 +158,7 @@ def write_facts(
     items: Iterable[FactInput],
     extractor: str,
     extraction_run_id: uuid.UUID | None = None,
+    curated: bool = False,
 ) -> WriteOutcome:
     """Add each fact, or count another sighting of its live copy; apply contradictions.
 
@@ -179,7 +191,7 @@ def write_facts(
         else:
             try:
                 with transaction.atomic():  # a savepoint: a lost race leaves the batch usable
-                    fact = _create(team_id, session_id, scope, item, extractor, extraction_run_id, now)
+                    fact = _create(team_id, session_id, scope, item, extractor, extraction_run_id, now, curated)
                 outcome.added.append(fact)
             except IntegrityError:  # a concurrent writer added it first: we saw it too
                 fact = _see_again(team_id, scope, item, now)
@@ -200,6 +212,7 @@ def _create(
     extractor: str,
     extraction_run_id: uuid.UUID | None,
     now: datetime,
+    curated: bool,
 ) -> Fact:
     subject_norm, predicate_norm, object_norm = item.norms
     return Fact.objects.create(
@@ -220,6 +233,7 @@ def _create(
         extraction_run_id=extraction_run_id,
         extractor=extractor,
         confidence=item.confidence,
+        curated=curated,
         valid_from=now,
     )
 
@@ -234,15 +248,21 @@ def fact_add(
     object: str,
     session: Session | None = None,
     confidence: float | None = None,
+    curated: bool = False,
 ) -> tuple[Fact, bool]:
-    """Add a fact by hand (seed 001's add_fact); returns (fact, created).
+    """Add a fact by hand (the client's add_fact); returns (fact, created).
 
     The same live fact in the same scope is not duplicated: it is returned with
-    times_seen + 1. A single-valued predicate's new value invalidates the old one.
+    times_seen + 1. A single-valued predicate's new value invalidates the old one, unless the
+    old one is curated and this one is not (see `_invalidate_rivals`). `curated`: an admin adds it.
     """
     item = FactInput(role=role, subject=subject, predicate=predicate, object=object, confidence=confidence)
     outcome = write_facts(
-        team_id=team.pk, session_id=session.pk if session else None, items=[item], extractor=MANUAL_EXTRACTOR
+        team_id=team.pk,
+        session_id=session.pk if session else None,
+        items=[item],
+        extractor=MANUAL_EXTRACTOR,
+        curated=curated,
     )
     if outcome.added:
         return outcome.added[0], True
@@ -265,7 +285,7 @@ _EDITABLE = ("role", "subject", "predicate", "object", "confidence")
 
 @transaction.atomic
 def fact_update(*, fact: Fact, data: Mapping[str, Any]) -> Fact:
-    """Edit a fact (staff), and/or restore it with `invalidated: False`.
+    """Edit a fact (an admin), and/or restore it with `invalidated: False`; the fact is curated from then on.
 
     An edit that makes a live fact identical to another live fact of its scope, or a
     restore while an identical fact is live, is a Conflict. A restored or edited live
@@ -275,6 +295,8 @@ def fact_update(*, fact: Fact, data: Mapping[str, Any]) -> Fact:
     changed = [name for name in _EDITABLE if name in data]
     for name in changed:
         setattr(locked, name, data[name])
+    locked.curated = True
+    changed.append("curated")
     item = FactInput(role=locked.role, subject=locked.subject, predicate=locked.predicate, object=locked.object)
     _check_terms(item)
     locked.subject_norm, locked.predicate_norm, locked.object_norm = item.norms

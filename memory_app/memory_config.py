@@ -116,6 +116,10 @@ _RULES: list[tuple[str, Any, str]] = [
 ]
 
 
+# Every integer setting fits the 32-bit column that holds a session's threshold.
+MAX_SETTING_INT = 2**31 - 1
+
+
 def _type_ok(value: Any, hint: Any) -> bool:
     if hint is bool:
         return isinstance(value, bool)
@@ -132,6 +136,10 @@ def _type_ok(value: Any, hint: Any) -> bool:
     return False
 
 
+def _too_large(value: Any) -> bool:
+    return isinstance(value, int | float) and abs(value) > MAX_SETTING_INT
+
+
 def _build(cls: type, data: Any, path: str, errors: dict[str, list[str]]) -> Any:
     if not isinstance(data, dict):
         errors[path or "memory_config"] = ["must be an object"]
@@ -146,6 +154,8 @@ def _build(cls: type, data: Any, path: str, errors: dict[str, list[str]]) -> Any
         hint = hints[name]
         if dataclasses.is_dataclass(hint):
             values[name] = _build(hint, data[name], sub, errors)
+        elif _type_ok(data[name], hint) and _too_large(data[name]):
+            errors[sub] = [f"must be at most {MAX_SETTING_INT}"]
         elif _type_ok(data[name], hint):
             values[name] = float(data[name]) if hint is float else data[name]
         else:

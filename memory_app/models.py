@@ -10,13 +10,15 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from memsite.fields import JSONField, ReadableJSONMixin, without_lone_surrogates
+
 
 class Team(models.Model):
     """A tenant. Every other row belongs to exactly one team."""
 
     name = models.CharField(max_length=100, unique=True)
     # Partial ManagedMemoryConfig (seed 003) that new sessions of the team start from.
-    memory_config_defaults = models.JSONField(default=dict, blank=True)
+    memory_config_defaults = JSONField(default=dict, blank=True)
     # LLM tokens (prompt + completion) the team's memory work may spend per UTC day; null uses
     # MEMSITE_DAILY_LLM_TOKEN_BUDGET, 0 means unlimited. Set by admins only (Django admin).
     daily_llm_token_budget = models.PositiveBigIntegerField(null=True, blank=True)
@@ -85,12 +87,12 @@ class Session(models.Model):
     external_id = models.CharField(max_length=200, null=True, blank=True)
     system_prompt = models.TextField(blank=True, default="")
     system_prompt_tokens = models.PositiveIntegerField(default=0)
-    metadata = models.JSONField(default=dict, blank=True)
+    metadata = JSONField(default=dict, blank=True)
     # Caller state saved beside the messages (MemoryManager.save_to_file's additional_state).
-    additional_state = models.JSONField(null=True, blank=True)
+    additional_state = JSONField(null=True, blank=True)
     memory_type = models.CharField(max_length=32, choices=MemoryType.choices, default=MemoryType.CONVERSATION_HISTORY)
     # The effective ManagedMemoryConfig (defaults filled in); see memory_app/memory_config.py.
-    memory_config = models.JSONField(default=dict, blank=True)
+    memory_config = JSONField(default=dict, blank=True)
     # Denormalised from memory_config so the append path decides without parsing JSON:
     # the token count above which a compaction is queued, or null for never.
     compaction_threshold = models.PositiveIntegerField(null=True, blank=True)
@@ -126,7 +128,7 @@ class Session(models.Model):
         return (self.metadata or {}).get("agent_name", "memsite")
 
 
-class VerbatimJSONField(models.JSONField):
+class VerbatimJSONField(ReadableJSONMixin, models.JSONField):
     """JSON kept as written: PostgreSQL's `json`, not `jsonb`, which reorders object keys.
 
     Message payloads are replayed to LLMs as text; `{"zeta": 1, "alpha": 2}` must come back
@@ -151,7 +153,7 @@ class VerbatimJSONField(models.JSONField):
         # jsonb): the value is already parsed, in its original key order. Decoding it again
         # would turn the string "42" into the number 42.
         if connection.vendor == "postgresql":
-            return value
+            return without_lone_surrogates(value)
         return super().from_db_value(value, expression, connection)
 
 
@@ -223,7 +225,7 @@ class MemoryEvent(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memory_events")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events", null=True, blank=True)
     kind = models.CharField(max_length=40, choices=Kind.choices)
-    data = models.JSONField(default=dict, blank=True)
+    data = JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
@@ -262,14 +264,14 @@ class CompactionRun(models.Model):
     # Seqs this run's summary replaces: (covered_from_seq, covered_to_seq]; set when it runs.
     covered_from_seq = models.PositiveBigIntegerField(default=0)
     covered_to_seq = models.PositiveBigIntegerField(null=True, blank=True)
-    summary = models.JSONField(null=True, blank=True)  # the messages that stand in for the range
+    summary = JSONField(null=True, blank=True)  # the messages that stand in for the range
     pre_tokens = models.PositiveIntegerField(default=0)
     post_tokens = models.PositiveIntegerField(default=0)
     pre_bytes = models.PositiveBigIntegerField(default=0)
     post_bytes = models.PositiveBigIntegerField(default=0)
     pre_messages = models.PositiveIntegerField(default=0)
     post_messages = models.PositiveIntegerField(default=0)
-    stages_run = models.JSONField(default=list, blank=True)
+    stages_run = JSONField(default=list, blank=True)
     backend = models.CharField(max_length=50, blank=True)
     model = models.CharField(max_length=200, blank=True)
     prompt_tokens = models.PositiveIntegerField(default=0)
@@ -401,6 +403,8 @@ class Fact(models.Model):
         FactExtractionRun, on_delete=models.SET_NULL, related_name="facts", null=True, blank=True
     )
     extractor = models.CharField(max_length=260)  # "manual" or "<backend>:<model>"
+    # Added, edited or restored by an admin (key or dashboard): only an admin supersedes it.
+    curated = models.BooleanField(default=False)
     confidence = models.FloatField(null=True, blank=True)
     times_seen = models.PositiveIntegerField(default=1)
     valid_from = models.DateTimeField(default=timezone.now)
@@ -445,7 +449,7 @@ class IdempotencyRecord(models.Model):
     key = models.CharField(max_length=255)
     request_hash = models.CharField(max_length=64)  # sha256 of method, path and the parsed body
     status_code = models.PositiveSmallIntegerField()
-    response_body = models.JSONField()
+    response_body = JSONField()
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     class Meta:

@@ -19,7 +19,16 @@ from django.db.models.functions import Coalesce
 
 from memory_app import context as ctx
 from memory_app import counting, memory_config, tokens
-from memory_app.models import CompactionRun, FactExtractionRun, MemoryEvent, MemoryType, Message, Session, Team
+from memory_app.models import (
+    CompactionRun,
+    FactExtractionRun,
+    MemoryEvent,
+    MemoryType,
+    Message,
+    Session,
+    Team,
+    TeamMembership,
+)
 from memory_client.openai_format import to_openai_message
 from memsite.errors import InvalidInput, NotFound
 
@@ -332,8 +341,30 @@ def session_export(*, session: Session) -> dict[str, Any]:
 
 
 def team_list_for_user(*, user: Any) -> QuerySet[Team]:
-    """The teams a browser user belongs to: the only teams the dashboard may show them."""
-    return Team.objects.filter(members=user).order_by("name")
+    """The teams a browser user belongs to: the only teams the dashboard may show them, each
+    with `user_is_admin` (the user's role in it), in the same query."""
+    admin = TeamMembership.objects.filter(team=OuterRef("pk"), user=user, is_admin=True)
+    return Team.objects.filter(members=user).annotate(user_is_admin=Exists(admin)).order_by("name")
+
+
+def user_is_team_admin(*, user: Any, team: Team) -> bool:
+    """Whether the user may curate `team` (approve, edit, invalidate, retry): an admin member of
+    that team, or a superuser. The global staff flag gives no right over any team's data.
+    A team from `team_list_for_user` already knows the answer; any other team costs a query."""
+    if user.is_superuser:
+        return True
+    known = getattr(team, "user_is_admin", None)
+    if known is not None:
+        return bool(known)
+    return TeamMembership.objects.filter(team=team, user=user, is_admin=True).exists()
+
+
+def admin_team_ids_for_user(*, user: Any) -> list[int] | None:
+    """The teams whose background jobs the user may watch and retry; None means every team
+    (superusers only)."""
+    if user.is_superuser:
+        return None
+    return list(TeamMembership.objects.filter(user=user, is_admin=True).values_list("team_id", flat=True))
 
 
 def session_list_with_activity(*, team: Team, order: str = "created", **filters: Any) -> QuerySet[Session]:
@@ -671,7 +702,12 @@ class QueueStats:
 _WATCHED_STATUSES = ("pending", "running", "failed")
 
 
-def job_queue_stats(*, source: JobSource, since: datetime) -> QueueStats:
+def _jobs_of(source: JobSource, team_ids: list[int] | None) -> QuerySet[Any]:
+    jobs = source.model.objects.all()
+    return jobs if team_ids is None else jobs.filter(team_id__in=team_ids)
+
+
+def job_queue_stats(*, source: JobSource, since: datetime, team_ids: list[int] | None) -> QueueStats:
     """Counts per status (and per team) in one grouped query on the status index.
 
     The age of the oldest pending job runs from its creation: the sweeper moves
@@ -679,7 +715,8 @@ def job_queue_stats(*, source: JobSource, since: datetime) -> QueueStats:
     """
     watched = (*_WATCHED_STATUSES, "quarantined") if source.quarantines else _WATCHED_STATUSES
     rows = (
-        source.model.objects.filter(status__in=watched)
+        _jobs_of(source, team_ids)
+        .filter(status__in=watched)
         .order_by()
         .values("team_id", "team__name", "status")
         .annotate(n=Count("pk"), oldest=Min("created_at"), recent=Count("pk", filter=Q(finished_at__gte=since)))
@@ -711,7 +748,9 @@ def job_queue_stats(*, source: JobSource, since: datetime) -> QueueStats:
     )
 
 
-def job_failures(*, source: JobSource, limit: int) -> list[CompactionRun | FactExtractionRun]:
+def job_failures(
+    *, source: JobSource, limit: int, team_ids: list[int] | None
+) -> list[CompactionRun | FactExtractionRun]:
     """The latest failed jobs with their team and session; `retried` marks those whose
     session has had a job queued since (a retry, or a later automatic run). A job retried
     in place is pending again, so it is simply no longer listed."""
@@ -721,16 +760,20 @@ def job_failures(*, source: JobSource, limit: int) -> list[CompactionRun | FactE
     else:
         retried = Exists(model.objects.filter(session_id=OuterRef("session_id"), created_at__gt=OuterRef("created_at")))
     return list(
-        model.objects.filter(status="failed")
+        _jobs_of(source, team_ids)
+        .filter(status="failed")
         .select_related("team", "session")
         .annotate(retried=retried)
         .order_by(F("finished_at").desc(nulls_last=True), "-created_at")[:limit]
     )
 
 
-def job_get(*, source: JobSource, job_id: uuid.UUID | str) -> CompactionRun | FactExtractionRun:
+def job_get(
+    *, source: JobSource, job_id: uuid.UUID | str, team_ids: list[int] | None
+) -> CompactionRun | FactExtractionRun:
+    """A job of one of `team_ids` (None: any team); another team's job is not found."""
     try:
-        return source.model.objects.select_related("session").get(pk=job_id)
+        return _jobs_of(source, team_ids).select_related("session").get(pk=job_id)
     except (source.model.DoesNotExist, ValueError, TypeError) as exc:
         raise NotFound("Job not found.") from exc
 

@@ -22,7 +22,7 @@ from memory_app.events import event_record
 from memory_app.memory_config import parse_config
 from memory_app.models import ApiKey, CompactionRun, MemoryEvent, MemoryType, Message, Session, Team, WebhookDelivery
 from memory_app.selectors import latest_done_run
-from memsite.errors import Conflict, InvalidInput, NotFound
+from memsite.errors import Conflict, InvalidInput, MessageIdReused, NotFound
 
 # Fields a message row takes from validated input (everything but the server's own).
 MESSAGE_FIELDS = (
@@ -414,21 +414,53 @@ def _check_tool_results(*, session_id: uuid.UUID, messages: Sequence[Mapping[str
             known.add(call["id"])
 
 
-def _replayed(*, session_id: uuid.UUID, ids: list[uuid.UUID], expected: int) -> list[Message] | None:
+def _replayed(*, session_id: uuid.UUID, messages: Sequence[Mapping[str, Any]], path: str) -> list[Message] | None:
     """Messages already stored under these client-chosen ids: a retried request.
 
     Only a request whose every message carries an id that is already stored in this
-    session is a replay; anything else that collides is a conflict, never a partial write.
+    session, with the same fields, is a replay; the same id with other content is a
+    MessageIdReused (never silently answered with what was stored), and anything else that
+    collides is a conflict, never a partial write.
     """
-    existing = list(Message.objects.filter(pk__in=ids).order_by("seq"))
-    if not existing:
+    ids = [m["message_id"] for m in messages if m.get("message_id")]
+    stored = {m.pk: m for m in Message.objects.filter(pk__in=ids)}
+    if not stored:
         return None
-    if len(ids) == expected and len(existing) == expected and all(m.session_id == session_id for m in existing):
-        return existing
-    raise Conflict(
-        "message_id already used by another message.",
-        fields={"message_id": ["already used by another message"]},
-    )
+    if (
+        len(ids) != len(messages)
+        or len(stored) != len(messages)
+        or any(m.session_id != session_id for m in stored.values())
+    ):
+        raise Conflict(
+            "message_id already used by another message.",
+            fields={"message_id": ["already used by another message"]},
+        )
+    for index, message in enumerate(messages):
+        if _differs(stored[message["message_id"]], message):
+            field = f"{path}[{index}].message_id" if path else "message_id"
+            raise MessageIdReused(
+                f"{field}: already names a stored message with other content; a retry must resend the same message.",
+                fields={field: ["already names a stored message with other content"]},
+            )
+    return sorted(stored.values(), key=lambda m: m.seq)
+
+
+def _differs(row: Message, sent: Mapping[str, Any]) -> bool:
+    """Whether a resent message is not the one stored under its id. The turn's scratch that
+    the server moved into the stored `meta` afterwards is not part of what was sent."""
+    for name in MESSAGE_FIELDS:
+        stored, resent = getattr(row, name), sent.get(name)
+        if name == "meta":
+            stored, resent = _without_scratch(stored), _without_scratch(resent)
+        if stored != resent:
+            return True
+    return False
+
+
+def _without_scratch(meta: Any) -> Any:
+    if isinstance(meta, dict):
+        meta = {key: value for key, value in meta.items() if key != "scratch"}
+    return meta or None
 
 
 @dataclass(frozen=True)
@@ -481,7 +513,7 @@ def _append(
     round_id: int | None = None,
 ) -> AppendResult:
     counts = [_count_tokens(m) for m in messages]  # CPU work outside the lock
-    client_ids = [m["message_id"] for m in messages if m.get("message_id")]
+    has_client_ids = any(m.get("message_id") for m in messages)
     owner: dict[str, Any] = {"session": session} if session is not None else {"session_id": session_id}
     rows = [
         Message(
@@ -524,7 +556,7 @@ def _append(
                 if reserved.pending_scratch and scratch.has_assistant(rows):
                     scratch.scratch_settle(session_id=session_id, appended=rows)
     except IntegrityError:
-        replay = _replayed(session_id=session_id, ids=client_ids, expected=len(messages)) if client_ids else None
+        replay = _replayed(session_id=session_id, messages=messages, path=path) if has_client_ids else None
         if replay is None:
             raise
         return AppendResult(messages=replay, replayed=True)

@@ -1,9 +1,11 @@
 """Dashboard pages (server-rendered): the current team's sessions, each session's timeline,
-active context and compactions, and the staff-only ops page.
+active context and compactions, and the ops page.
 
 Every session page is scoped to a team the logged-in user belongs to (TeamMembership); the
 chosen team lives in the Django session and is re-checked against the memberships on each
-request. The ops page is for staff (operators) and spans every team. Stored text reaches
+request. The ops page shows the jobs of the teams the user administers (every team for a
+superuser); curation rests on the same per-team admin role, never on the global staff flag,
+which only opens the Django admin. Stored text reaches
 templates as plain strings, so autoescaping covers all of it.
 """
 
@@ -28,11 +30,13 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_POST
 
 from memory_app import compaction, fact_extraction, selectors
 from memory_app.images import MAX_URL_LENGTH
 from memory_app.models import CompactionRun, MemoryType, Message, Session, Team
+from memsite import csp
 from memsite.errors import Conflict, NotFound
 
 SESSIONS_PER_PAGE = 25
@@ -76,12 +80,48 @@ def team_page(view: TeamView) -> TeamView:
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         teams = list(selectors.team_list_for_user(user=request.user))
+        # The navigation's ops link reads this rather than asking the database again.
+        request.admin_team_ids = (  # type: ignore[attr-defined]
+            None if request.user.is_superuser else [t.pk for t in teams if t.user_is_admin]  # type: ignore[attr-defined]
+        )
         team = _pick_team(request, teams)
         if team is None:
             return render(request, "memory_app/no_team.html", status=403)
         return view(request, *args, team=team, teams=teams, **kwargs)
 
     return wrapper
+
+
+def navigation(request: HttpRequest) -> dict[str, Any]:
+    """Template context of every page: whether the nav offers the ops page (asked only when shown)."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {"sees_ops": False}
+
+    def administers_a_team() -> bool:
+        known = getattr(request, "admin_team_ids", False)  # set by team_page and ops_page
+        return (known if known is not False else selectors.admin_team_ids_for_user(user=user)) != []
+
+    return {"sees_ops": SimpleLazyObject(administers_a_team)}
+
+
+def team_admin_action(back_url_name: str) -> Callable[[TeamView], TeamView]:
+    """A team page's POST that only the team's admins may make (the API asks an admin key for the
+    same): 403, with a link back to `back_url_name`, for other members."""
+
+    def decorate(view: TeamView) -> TeamView:
+        @team_page
+        @require_POST
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, team: Team, teams: list[Team], **kwargs: Any) -> HttpResponse:
+            if not selectors.user_is_team_admin(user=request.user, team=team):
+                context = {"team": team, "teams": teams, "back_url_name": back_url_name}
+                return render(request, "memory_app/team_admin_only.html", context, status=403)
+            return view(request, *args, team=team, teams=teams, **kwargs)
+
+        return wrapper
+
+    return decorate
 
 
 @login_required
@@ -166,6 +206,29 @@ class Piece:
     @property
     def is_remote(self) -> bool:
         return self.src.startswith(("http://", "https://"))
+
+    @property
+    def host(self) -> str:
+        """Who serves a remote image, for its placeholder (never the userinfo part of the URL)."""
+        return (urlsplit(self.src).hostname or "") if self.is_remote else ""
+
+
+# A remote image would tell its host who reads the conversation and when: the session page shows
+# a placeholder until the reader asks for remote images with this query parameter.
+REMOTE_IMAGES_PARAM = "remote_images"
+
+
+def wants_remote_images(request: HttpRequest) -> bool:
+    return request.GET.get(REMOTE_IMAGES_PARAM) == "1"
+
+
+def remote_images_url(request: HttpRequest, *, show: bool) -> str:
+    """This page with remote images on or off, the rest of its query (`after`, `latest`) kept."""
+    query = request.GET.copy()
+    query.pop(REMOTE_IMAGES_PARAM, None)
+    if show:
+        query[REMOTE_IMAGES_PARAM] = "1"
+    return f"?{query.urlencode()}" if query else request.path
 
 
 @dataclass
@@ -365,7 +428,8 @@ def session_detail(request: HttpRequest, session_id: uuid.UUID, *, team: Team, t
     on_page = {message.seq for message in page.messages}
     active = selectors.active_context_view(session=session, show_last=ACTIVE_CONTEXT_SHOWN)
     ledger = selectors.compaction_ledger(session=session, limit=RUNS_SHOWN, messages_per_run=DIFF_MESSAGES_SHOWN)
-    return render(
+    remote_images = wants_remote_images(request)
+    response = render(
         request,
         "memory_app/session_detail.html",
         {
@@ -387,8 +451,13 @@ def session_detail(request: HttpRequest, session_id: uuid.UUID, *, team: Team, t
             "context_messages": [_context_entry_view(entry, on_page) for entry in active.messages],
             "runs": [_run_view(item, latest=active.run, on_page=on_page) for item in ledger.runs],
             "more_runs": ledger.more_runs,
+            "remote_images": remote_images,
+            "show_remote_images_url": remote_images_url(request, show=True),
+            "hide_remote_images_url": remote_images_url(request, show=False),
         },
     )
+    # The reader asked: this one response may load http(s) images (memsite/csp.py).
+    return csp.allow_remote_images(response) if remote_images else response
 
 
 # --- compaction: token gauge, active context, ledger, and the two actions ---------------------
@@ -581,7 +650,7 @@ def session_compaction_revert(
     return _back_to_compactions(session)
 
 
-# --- ops: job queues across teams (staff only) -----------------------------------------------
+# --- ops: the job queues of the teams the user administers -----------------------------------------------
 
 OPS_FAILURES_SHOWN = 20
 OPS_REFRESH_SECONDS = 5
@@ -599,15 +668,19 @@ RETRY_SERVICES: dict[str, Callable[[Any], tuple[Any, bool]]] = {
 }
 
 
-def staff_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Log-in required; 403 unless the user is staff. Staff see every team's jobs."""
+def ops_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Log-in required; calls `view(request, ..., team_ids=)` with the teams whose jobs the user
+    administers (None: every team, for a superuser); 403 for a user who administers none."""
 
     @login_required
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not request.user.is_staff:
-            return render(request, "memory_app/staff_only.html", status=403)
-        return view(request, *args, **kwargs)
+        team_ids = selectors.admin_team_ids_for_user(user=request.user)
+        request.admin_team_ids = team_ids  # type: ignore[attr-defined]
+        if team_ids == []:
+            context = {"what": "The ops page shows and retries the background jobs of the teams you administer."}
+            return render(request, "memory_app/team_admin_only.html", context, status=403)
+        return view(request, *args, team_ids=team_ids, **kwargs)
 
     return wrapper
 
@@ -641,16 +714,16 @@ class QueueView:
         return short_duration(self.oldest_pending_age) if self.oldest_pending_age is not None else ""
 
 
-def _ops_status() -> dict[str, Any]:
+def _ops_status(team_ids: list[int] | None) -> dict[str, Any]:
     now = timezone.now()
     queues = []
     for source in selectors.job_sources():
-        stats = selectors.job_queue_stats(source=source, since=now - OPS_RECENT_WINDOW)
+        stats = selectors.job_queue_stats(source=source, since=now - OPS_RECENT_WINDOW, team_ids=team_ids)
         queues.append(
             QueueView(
                 source=source,
                 stats=stats,
-                failures=selectors.job_failures(source=source, limit=OPS_FAILURES_SHOWN),
+                failures=selectors.job_failures(source=source, limit=OPS_FAILURES_SHOWN, team_ids=team_ids),
                 oldest_pending_age=max(now - stats.oldest_pending_at, timedelta(0))
                 if stats.oldest_pending_at
                 else None,
@@ -665,26 +738,27 @@ def _ops_status() -> dict[str, Any]:
         "worker_memory": OPS_WORKER_MEMORY,
         "checked_at": now,
         "refresh_seconds": OPS_REFRESH_SECONDS,
+        "all_teams": team_ids is None,
     }
 
 
-@staff_page
-def ops(request: HttpRequest) -> HttpResponse:
-    return render(request, "memory_app/ops.html", _ops_status())
+@ops_page
+def ops(request: HttpRequest, *, team_ids: list[int] | None) -> HttpResponse:
+    return render(request, "memory_app/ops.html", _ops_status(team_ids))
 
 
-@staff_page
-def ops_status(request: HttpRequest) -> HttpResponse:
+@ops_page
+def ops_status(request: HttpRequest, *, team_ids: list[int] | None) -> HttpResponse:
     """The live part of the ops page, re-fetched by static/js/dashboard.js every few seconds."""
-    return render(request, "snippets/ops_status.html", _ops_status())
+    return render(request, "snippets/ops_status.html", _ops_status(team_ids))
 
 
-@staff_page
+@ops_page
 @require_POST
-def ops_job_retry(request: HttpRequest, kind: str, job_id: uuid.UUID) -> HttpResponse:
+def ops_job_retry(request: HttpRequest, kind: str, job_id: uuid.UUID, *, team_ids: list[int] | None) -> HttpResponse:
     try:
         source = selectors.job_source_get(kind=kind)
-        job = selectors.job_get(source=source, job_id=job_id)
+        job = selectors.job_get(source=source, job_id=job_id, team_ids=team_ids)
     except NotFound as exc:
         raise Http404(str(exc)) from exc
     retry = RETRY_SERVICES.get(source.kind)

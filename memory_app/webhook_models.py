@@ -11,6 +11,7 @@ import uuid
 from django.db import models
 
 from memory_app.models import MemoryEvent, Team
+from memsite.fields import JSONField
 
 # The event kinds a webhook may subscribe to.
 WEBHOOK_EVENT_KINDS: tuple[str, ...] = (
@@ -29,7 +30,7 @@ class Webhook(models.Model):
     # Never returned after creation; see the module docstring.
     secret = models.CharField(max_length=128)
     secret_hint = models.CharField(max_length=16)
-    event_kinds = models.JSONField(default=list)
+    event_kinds = JSONField(default=list)
     active = models.BooleanField(default=True)
     created_by = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -57,7 +58,7 @@ class WebhookDelivery(models.Model):
     webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
     event = models.ForeignKey(MemoryEvent, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     kind = models.CharField(max_length=40)
-    payload = models.JSONField(default=dict)
+    payload = JSONField(default=dict)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     response_code = models.PositiveSmallIntegerField(null=True, blank=True)

@@ -1,4 +1,4 @@
-"""Dashboard page of the team's webhooks and their delivery log, with redelivery for staff."""
+"""Dashboard page of the team's webhooks and their delivery log, with redelivery for the team's admins."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
-from memory_app import webhook_selectors, webhooks
-from memory_app.fact_pages import staff_action
+from memory_app import selectors, webhook_selectors, webhooks
 from memory_app.models import Team, WebhookDelivery
-from memory_app.views import team_page
+from memory_app.views import team_admin_action, team_page
 from memsite.errors import Conflict, NotFound
 
 DELIVERIES_PER_PAGE = 50
@@ -35,12 +34,12 @@ def webhook_list(request: HttpRequest, *, team: Team, teams: list[Team]) -> Http
         "page": page,
         "status": status,
         "status_tabs": STATUS_TABS,
-        "is_staff": request.user.is_staff,
+        "can_curate": selectors.user_is_team_admin(user=request.user, team=team),
     }
     return render(request, "memory_app/webhooks.html", context)
 
 
-@staff_action
+@team_admin_action("dashboard:webhooks")
 def webhook_redeliver(request: HttpRequest, delivery_id: uuid.UUID, *, team: Team, teams: list[Team]) -> HttpResponse:
     try:
         delivery = webhook_selectors.delivery_get(team=team, delivery_id=delivery_id)

@@ -27,6 +27,7 @@ from memsite.errors import (
     InvalidInput,
     LLMFailed,
     LLMUnavailable,
+    MessageIdReused,
     NotFound,
     PayloadTooLarge,
 )
@@ -37,6 +38,7 @@ _DOMAIN_STATUS: dict[type[DomainError], int] = {
     NotFound: status.HTTP_404_NOT_FOUND,
     Conflict: status.HTTP_409_CONFLICT,
     IdempotencyKeyReused: status.HTTP_422_UNPROCESSABLE_ENTITY,
+    MessageIdReused: status.HTTP_422_UNPROCESSABLE_ENTITY,
     LLMFailed: status.HTTP_502_BAD_GATEWAY,
     LLMUnavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
     BudgetExceeded: status.HTTP_429_TOO_MANY_REQUESTS,

@@ -64,3 +64,9 @@ class IdempotencyKeyReused(DomainError):
     """An Idempotency-Key sent again with a different request: the key names another write."""
 
     code = "idempotency_key_reused"
+
+
+class MessageIdReused(DomainError):
+    """A client-chosen message_id sent again with different content: the id names another message."""
+
+    code = "message_id_reused"

@@ -57,6 +57,14 @@ _CONTENT_KEYS = frozenset(
 # Secret-looking substrings of free text: bearer credentials and memsite API keys.
 _SECRET_TEXT = re.compile(r"(?i)\b(?:(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}|msk_[A-Za-z0-9_-]{8,})")
 _SECRET_SETTINGS = ("SECRET_KEY", "API_KEY_HMAC_SECRET", "LLM_API_KEY", "METRICS_TOKEN")
+# Characters that can end a line or drive a terminal: C0 controls, DEL, C1 controls (NEL among
+# them) and the Unicode line and paragraph separators. A client who gets one into a message
+# (a request path, a header) could otherwise start what looks like a record of its own.
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# The ones json.dumps(ensure_ascii=False) leaves as they are, though str.splitlines() and
+# many log viewers break lines on them.
+_RAW_IN_JSON = re.compile(r"[\x7f-\x9f\u2028\u2029]")
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
 _RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
@@ -94,6 +102,22 @@ def _mask_match(match: re.Match[str]) -> str:
     return f"{match.group(1)} {REDACTED}" if match.group(1) else REDACTED
 
 
+def escape_control_chars(text: str) -> str:
+    """`text` on one line: each control character written as a visible escape (`\\n`, `\\x1b`, `\\u2028`)."""
+    return _CONTROL_CHARS.sub(_escape_match, text)
+
+
+def _escape_match(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _SHORT_ESCAPES:
+        return _SHORT_ESCAPES[char]
+    return f"\\x{ord(char):02x}" if ord(char) <= 0xFF else f"\\u{ord(char):04x}"
+
+
+def _json_escape_match(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
 def redact(value: Any, key: str = "") -> Any:
     """A JSON-safe copy of an extra's value with secrets masked and content left out."""
     if key and _SECRET_KEY.search(key):
@@ -121,7 +145,8 @@ class ContextFilter(logging.Filter):
 
 
 class TextFormatter(logging.Formatter):
-    """The human-readable format, with secrets masked."""
+    """The human-readable format, with secrets masked, one line per record: line breaks in the
+    message, the extras or a traceback are escaped, so no client input can forge a line."""
 
     def __init__(self, fmt: str | None = None, datefmt: str | None = None) -> None:
         super().__init__(fmt or "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s", datefmt)
@@ -129,7 +154,8 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         if not hasattr(record, "request_id"):
             ContextFilter().filter(record)
-        return mask_secrets(super().format(record))
+        # Masked before escaping: the secret patterns expect the whitespace the text really had.
+        return escape_control_chars(mask_secrets(super().format(record)))
 
 
 class JsonFormatter(logging.Formatter):
@@ -159,7 +185,8 @@ class JsonFormatter(logging.Formatter):
             entry["exc"] = mask_secrets(self.formatException(record.exc_info))
         elif record.stack_info:
             entry["stack"] = mask_secrets(self.formatStack(record.stack_info))
-        return json.dumps(entry, default=str, ensure_ascii=False)
+        # json.dumps escapes C0 controls itself; the rest become \u escapes, which decode to the same text.
+        return _RAW_IN_JSON.sub(_json_escape_match, json.dumps(entry, default=str, ensure_ascii=False))
 
 
 # --- Celery: carry the request id from the publishing process into the task --------------

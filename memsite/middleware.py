@@ -1,5 +1,5 @@
-"""Request middleware: the body size cap, an unreachable database (503), the request id, and
-request metrics and logs, all answering in the API's JSON error shape."""
+"""Request middleware: the body size cap, URLs no database can take, an unreachable database
+(503), the request id, and request metrics and logs, all answering in the API's JSON error shape."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 
 from memory_app import metrics
 from memsite import logs
+from memsite.parsers import NUL, NUL_PROBLEM
 
 request_log = logging.getLogger("memsite.request")
 log = logging.getLogger(__name__)
@@ -41,6 +42,37 @@ class BodySizeLimitMiddleware:
         if size > settings.MAX_BODY_BYTES:
             return too_large_response()
         return self.get_response(request)
+
+
+class NulInUrlMiddleware:
+    """Answer 400 before any view runs when the path or a query value holds a NUL character.
+
+    A path segment (an agent name, a round id) or a filter value reaches a query as text, and
+    PostgreSQL refuses NUL in text with an error (a 500) where SQLite would simply find nothing;
+    refused here, every database answers alike and no query is spent on it.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        field = _nul_field(request)
+        if field is None:
+            return self.get_response(request)
+        if not request.path.startswith("/api/"):
+            return HttpResponseBadRequest(f"{field}: {NUL_PROBLEM}", content_type="text/plain")
+        body = {"error": "validation_error", "detail": f"{field}: {NUL_PROBLEM}", "fields": {field: [NUL_PROBLEM]}}
+        return JsonResponse(body, status=400)
+
+
+def _nul_field(request: HttpRequest) -> str | None:
+    """ "path", the first query parameter holding a NUL, or None."""
+    if NUL in request.path:
+        return "path"
+    for name, values in request.GET.lists():
+        if NUL in name or any(NUL in value for value in values):
+            return name.replace(NUL, "")
+    return None
 
 
 def too_large_response() -> JsonResponse:

@@ -4,7 +4,9 @@
 laughs" document: a few hundred bytes of anchors and aliases whose value, once walked (JSON
 encoding, validation, storage), has billions of nodes. `BoundedSafeLoader` counts the nodes
 every alias stands for and stops at MAX_ALIAS_NODES, and refuses an alias that contains
-itself (JSON cannot hold a cycle). Every YAML reader of the project subclasses it.
+itself (JSON cannot hold a cycle). It also refuses nesting deeper than the JSON bodies'
+MAX_BODY_DEPTH while composing, before PyYAML's recursive composer and constructor run out of
+stack. Every YAML reader of the project subclasses it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import yaml
 from django.conf import settings
 
 from memsite.errors import PayloadTooLarge
+from memsite.parsers import DEPTH_PROBLEM, MAX_BODY_DEPTH
 
 # Nodes all aliases of one document may expand to: generous for hand-written anchors
 # (a shared block reused a few times), far below what a bomb needs.
@@ -26,6 +29,7 @@ class BoundedSafeLoader(yaml.SafeLoader):
         self._alias_nodes = 0
         self._expanded: dict[int, int] = {}
         self._open_anchors: list[str] = []
+        self._depth = 0
         return super().compose_document()
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
@@ -38,9 +42,13 @@ class BoundedSafeLoader(yaml.SafeLoader):
         anchor = None if is_alias else getattr(event, "anchor", None)
         if anchor is not None:
             self._open_anchors.append(anchor)
+        self._depth += 1
+        if self._depth > MAX_BODY_DEPTH + 1:  # + 1: a scalar at the deepest allowed level
+            raise yaml.composer.ComposerError(None, None, DEPTH_PROBLEM, event.start_mark)
         try:
             node = super().compose_node(parent, index)
         finally:
+            self._depth -= 1
             if anchor is not None:
                 self._open_anchors.pop()
         if is_alias:

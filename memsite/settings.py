@@ -29,12 +29,14 @@ API_KEY_HMAC_SECRET = env_str("API_KEY_HMAC_SECRET") or SECRET_KEY
 DEBUG = env_bool("DEBUG", default=DJANGO_ENV == "development")
 if PRODUCTION and DEBUG:
     raise ImproperlyConfigured("DEBUG must be off when DJANGO_ENV=production")
+# Error pages and error e-mails list settings and the environment: mask the service URLs' passwords too.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "memsite.error_reports.CredentialMaskingFilter"
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "memsite.admin_apps.MemsiteAdminConfig",  # Django's admin, its login throttled
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -53,8 +55,11 @@ MIDDLEWARE = [
     "memsite.middleware.RequestIdMiddleware",
     "memsite.middleware.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Above everything that can answer early, so every HTML response carries the policy.
+    "memsite.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "memsite.middleware.BodySizeLimitMiddleware",
+    "memsite.middleware.NulInUrlMiddleware",
     "memsite.middleware.DatabaseUnavailableMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -77,6 +82,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "memory_app.views.navigation",
             ],
         },
     },
@@ -133,6 +139,12 @@ WHITENOISE_AUTOREFRESH = DEBUG
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:sessions"
 LOGOUT_REDIRECT_URL = "login"
+# Failed logins (dashboard and admin pages) allowed per username from one address, and per address, each
+# count kept until LOGIN_LOCKOUT_SECONDS pass without a failure; past either limit, that address is refused
+# (429) for LOGIN_LOCKOUT_SECONDS (memsite/login_throttle.py).
+LOGIN_MAX_FAILURES = env_int("MEMSITE_LOGIN_MAX_FAILURES", 5, minimum=1)
+LOGIN_MAX_FAILURES_PER_IP = env_int("MEMSITE_LOGIN_MAX_FAILURES_PER_IP", 20, minimum=1)
+LOGIN_LOCKOUT_SECONDS = env_int("MEMSITE_LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
 
 # --- Request limits ---------------------------------------------------------------------
 MAX_BODY_BYTES = env_int("MEMSITE_MAX_BODY_BYTES", 20 * 1024 * 1024, minimum=1024)

@@ -21,7 +21,7 @@ from memory_app.agent_memory_models import AgentMemory
 from memory_app.api.views import TeamScopedView, _query
 from memory_app.models import Session
 from memsite import safe_yaml
-from memsite.parsers import JSONParser, refuse_nul
+from memsite.parsers import JSONParser, check_body
 
 
 class YAMLRenderer(BaseRenderer):
@@ -42,7 +42,7 @@ class YAMLParser(BaseParser):
             document = agent_memory_yaml.load(safe_yaml.read_body(stream).decode(encoding))
         except (agent_memory_yaml.YAMLDocumentError, UnicodeDecodeError) as exc:
             raise ParseError(str(exc)) from exc
-        return refuse_nul(document)
+        return check_body(document)
 
 
 class XYAMLParser(YAMLParser):
@@ -177,7 +177,9 @@ class ArbiterSummaryView(TeamScopedView):
 
 class AttemptQuerySerializer(serializers.Serializer):
     result = serializers.ChoiceField(choices=agent_memory.RESULTS, required=False)
-    plan_step = serializers.IntegerField(required=False)
+    plan_step = serializers.IntegerField(
+        required=False, min_value=agent_memory.INTEGER_MIN, max_value=agent_memory.INTEGER_MAX
+    )
     session = serializers.UUIDField(required=False)
     agent = serializers.CharField(required=False, max_length=100)
     limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)

@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from memory_app.fact_output import MAX_FIELD_CHARS
 from memory_app.models import Fact, FactExtractionRun
+from memsite.parsers import INT_MAX
 
 MAX_ROLE_CHARS = 200
 
@@ -97,6 +98,7 @@ class FactOutputSerializer(serializers.ModelSerializer):
             "extraction_run",
             "extractor",
             "confidence",
+            "curated",
             "times_seen",
             "valid_from",
             "invalidated_at",
@@ -144,8 +146,8 @@ class FactGraphSerializer(serializers.Serializer):
 
 
 class ExtractFactsInputSerializer(serializers.Serializer):
-    from_seq = StrictIntegerField(required=False, min_value=1)
-    to_seq = StrictIntegerField(required=False, min_value=1)
+    from_seq = StrictIntegerField(required=False, min_value=1, max_value=INT_MAX)
+    to_seq = StrictIntegerField(required=False, min_value=1, max_value=INT_MAX)
     text = StrictCharField(required=False, trim_whitespace=False)
     role = StrictCharField(required=False, max_length=MAX_ROLE_CHARS, default="user")
 

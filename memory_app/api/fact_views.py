@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from memory_app import fact_extraction, fact_selectors, facts, selectors
 from memory_app.api import fact_serializers as fs
 from memory_app.api.views import TeamScopedView, _query
-from memory_app.models import Fact, FactExtractionRun, Session
+from memory_app.models import ApiKey, Fact, FactExtractionRun, Session
 from memory_app.permissions import require_admin
 from memory_app.throttles import LLMEndpointThrottle
 
@@ -66,14 +66,16 @@ class FactListCreateView(FactsView):
         request=fs.FactInputSerializer,
         responses={201: fs.FactOutputSerializer, 200: fs.FactOutputSerializer},
         description="Add a fact (seed 001's add_fact). When the same fact is already live in that scope "
-        "(the session, or team-wide without one) it is returned with times_seen + 1 and status 200.",
+        "(the session, or team-wide without one) it is returned with times_seen + 1 and status 200. A fact added, "
+        "edited or restored with an admin key is `curated`: a later contradicting value of a single-valued "
+        "predicate from any other key is stored already invalidated by it, for an admin to review.",
     )
     def post(self, request: Request) -> Response:
         serializer = fs.FactInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
         data["session"] = self.session_or_none(data.get("session"))
-        fact, created = facts.fact_add(team=self.team, **data)
+        fact, created = facts.fact_add(team=self.team, **data, curated=request.auth.role == ApiKey.Role.ADMIN)
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
         return Response(fs.FactOutputSerializer(fact).data, status=code)
 

@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from memory_app.models import Webhook, WebhookDelivery
 from memory_app.webhook_models import WEBHOOK_EVENT_KINDS
+from memsite.parsers import INT_MAX
 
 
 class EventStreamQuerySerializer(serializers.Serializer):
@@ -13,7 +14,7 @@ class EventStreamQuerySerializer(serializers.Serializer):
     after = serializers.IntegerField(
         required=False,
         min_value=0,
-        max_value=2**63 - 1,
+        max_value=INT_MAX,
         help_text="Resume after this event id (the `Last-Event-ID` header wins). Default: only new events.",
     )
 

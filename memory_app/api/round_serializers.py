@@ -18,7 +18,7 @@ from memory_app.round_models import Round, ScratchEntry, SharedMemoryEntry
 from memory_app.rounds import ROUND_ID, ROUND_ID_RULE, SHARED_MEMORY_TYPE, shared_entry_problem
 from memory_client.conversation import ATTACHMENT_TYPES
 from memsite import safe_yaml
-from memsite.parsers import refuse_nul
+from memsite.parsers import INT_MAX, check_body
 
 ID_CHARS = 64
 ROLE_CHARS = 200
@@ -52,7 +52,9 @@ class RoundListQuerySerializer(serializers.Serializer):
     include_failure_rounds = serializers.BooleanField(
         required=False, allow_null=True, default=None, help_text="Default: false with `role`, true without."
     )
-    after = serializers.IntegerField(required=False, min_value=0, help_text="Cursor: rounds with order > after.")
+    after = serializers.IntegerField(
+        required=False, min_value=0, max_value=INT_MAX, help_text="Cursor: rounds with order > after."
+    )
     limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
 
 
@@ -237,7 +239,7 @@ class YAMLParser(BaseParser):
             document = json.loads(json.dumps(data, default=str, allow_nan=False))
         except (TypeError, ValueError) as exc:
             raise ParseError(f"YAML value JSON cannot hold: {exc}") from exc
-        return refuse_nul(document)
+        return check_body(document)
 
 
 class TextYAMLParser(YAMLParser):

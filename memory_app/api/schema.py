@@ -67,6 +67,11 @@ def error_statuses(
     if method in WRITE_METHODS:
         statuses["403"] = "The key may not do this (a read key writing, or an admin-only action)."
         statuses["409"] = "The request conflicts with the current state (a duplicate id, a stale run ...)."
+    if any(parameter["in"] == "header" and parameter["name"] == "Idempotency-Key" for parameter in parameters):
+        statuses["422"] = (
+            "The Idempotency-Key (`idempotency_key_reused`) or a client-chosen message_id (`message_id_reused`) "
+            "already names a different request or message."
+        )
     if names_an_object:  # in its path, or by id in its query or body
         statuses["404"] = "No such object in the caller's team."
     if causes_llm_work:

@@ -15,6 +15,7 @@ from rest_framework.fields import empty
 from memory_app.images import ImageRejected, validate_image_ref
 from memory_app.models import CompactionRun, MemoryEvent, MemoryType, Message, Session
 from memory_app.services import MESSAGE_FIELDS, split_system_prompt
+from memsite.parsers import INT_MAX
 
 MAX_TEXT_CHARS = 2_000_000
 _PART_TYPES = ("text", "image_url", "input_audio", "file", "refusal")
@@ -311,14 +312,16 @@ class SessionListQuerySerializer(serializers.Serializer):
 
 class MessageListQuerySerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=Message.Role.choices, required=False)
-    after = serializers.IntegerField(required=False, min_value=0, help_text="Cursor: return messages with seq > after.")
+    after = serializers.IntegerField(
+        required=False, min_value=0, max_value=INT_MAX, help_text="Cursor: return messages with seq > after."
+    )
     limit = serializers.IntegerField(required=False, min_value=1, max_value=1000, default=100)
     last = serializers.IntegerField(required=False, min_value=1, max_value=10000)
 
 
 class ContextQuerySerializer(serializers.Serializer):
     last = serializers.IntegerField(required=False, min_value=1, max_value=10000)
-    max_tokens = serializers.IntegerField(required=False, min_value=1)
+    max_tokens = serializers.IntegerField(required=False, min_value=1, max_value=INT_MAX)
     agent = serializers.CharField(
         required=False,
         max_length=200,
@@ -419,5 +422,7 @@ class MemoryEventSerializer(serializers.ModelSerializer):
 
 class EventQuerySerializer(serializers.Serializer):
     session = serializers.UUIDField(required=False)
-    after = serializers.IntegerField(required=False, min_value=0, help_text="Cursor: events with id > after.")
+    after = serializers.IntegerField(
+        required=False, min_value=0, max_value=INT_MAX, help_text="Cursor: events with id > after."
+    )
     limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)

@@ -127,6 +127,22 @@ def in_parallel(count: int, work: Callable[[int], None]) -> None:
             future.result()
 
 
+def llm_endpoint_statuses(api: HttpApi, session_id: str) -> dict[str, int | None]:
+    """The status of each endpoint that causes LLM work (compact returns the session's pending run)."""
+    calls = {
+        "compact": ("POST", f"sessions/{session_id}/compact/", None),
+        "extract-facts": ("POST", f"sessions/{session_id}/extract-facts/", {}),
+        "select": ("POST", "experiences/select/", {"role": "planner", "query": "what next?"}),
+    }
+    statuses: dict[str, int | None] = {}
+    for name, (method, path, body) in calls.items():
+        try:
+            statuses[name] = api.request(method, path, json_body=body).status_code
+        except ApiError as exc:
+            statuses[name] = exc.status_code
+    return statuses
+
+
 def test_writes_answer_201_while_redis_is_down_and_their_jobs_run_once_it_returns(stack: Stack) -> None:
     started = time.monotonic()
     stack.start_web(workers=3)
@@ -159,6 +175,7 @@ def test_writes_answer_201_while_redis_is_down_and_their_jobs_run_once_it_return
     in_parallel(WRITERS, write("down", 6))  # each session crosses its threshold now
     waiting = {row[0] for row in stack.query("SELECT id::text FROM memory_app_compactionrun WHERE status = 'pending'")}
     pending = len(waiting)
+    llm_endpoints = llm_endpoint_statuses(api, sessions[0])  # their rate limit is counted in Redis
     stack.redis.start()
     in_parallel(WRITERS, write("after", 2))
 
@@ -180,6 +197,8 @@ def test_writes_answer_201_while_redis_is_down_and_their_jobs_run_once_it_return
     )
     assert failures == []
     assert ledger.statuses == {201: WRITERS * 10}
+    # The LLM-backed endpoints let requests through unthrottled (the budget still bounds them).
+    assert llm_endpoints == {"compact": 202, "extract-facts": 202, "select": 200}
     assert pending == WRITERS  # every session's job waited in the database, not in the broker
     assert present == len(ledger.acked) == WRITERS * 10
     assert duplicates == 0

@@ -30,12 +30,12 @@ FILE_WHAT = "Always check os.path.exists() before reading files."
 
 @pytest.fixture
 def team(transactional_db, settings) -> str:
-    """A team with approved and draft experiences, a session, one past selection; staff user grace."""
+    """A team with approved and draft experiences, a session, one past selection; curator user grace."""
     settings.LLM_BACKEND = ""
     settings.LLM_BASE_URL = ""  # the offline backend selects
     team = memory_services.team_get_or_create(name="demo")
-    staff = get_user_model().objects.create_user("grace", password=PASSWORD, is_staff=True)
-    TeamMembership.objects.create(team=team, user=staff)
+    curator = get_user_model().objects.create_user("grace", password=PASSWORD)
+    TeamMembership.objects.create(team=team, user=curator, is_admin=True)
     add_experience(
         team, "plot-style", when="Use when the user asks for a chart or plot of data.", what="Label both axes."
     )
@@ -119,7 +119,7 @@ def test_staff_write_review_try_and_move_experiences_in_the_browser(live_server,
             page.get_by_role("button", name="Save revision").click()
             expect(page.locator(".flash")).to_contain_text("Saved revision 2 of file-validation")
 
-            # Approve (staff), then diff r1 against r3.
+            # Approve (curator), then diff r1 against r3.
             page.get_by_role("button", name="Approve").click()
             expect(page.locator(".flash")).to_contain_text("Approved file-validation")
             expect(page.locator(".exp-head .exp-status")).to_have_text("approved")

@@ -1,4 +1,4 @@
-"""Experiences pages of the dashboard: team scoping, the validation endpoint, staff-only actions,
+"""Experiences pages of the dashboard: team scoping, the validation endpoint, curator-only actions,
 CSRF on every POST, the usage counts, try selection, the import report and the export zip."""
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ def url(name: str, *args: str) -> str:
     return reverse(f"experiences:{name}", args=args)
 
 
-def login(tenant: Tenant, username: str, *, staff: bool = False, csrf: bool = False) -> Client:
-    user = get_user_model().objects.create_user(username, password=PASSWORD, is_staff=staff)
-    TeamMembership.objects.create(team=tenant.team, user=user)
+def login(tenant: Tenant, username: str, *, curator: bool = False, csrf: bool = False) -> Client:
+    user = get_user_model().objects.create_user(username, password=PASSWORD)
+    TeamMembership.objects.create(team=tenant.team, user=user, is_admin=curator)
     client = Client(enforce_csrf_checks=csrf)
     client.force_login(user)
     return client
@@ -63,8 +63,8 @@ def member(tenant: Tenant) -> Client:
 
 
 @pytest.fixture
-def staff(tenant: Tenant) -> Client:
-    return login(tenant, "grace", staff=True)
+def curator(tenant: Tenant) -> Client:
+    return login(tenant, "grace", curator=True)
 
 
 def flashes(response) -> list[str]:
@@ -245,10 +245,10 @@ def test_editing_an_approved_experience_adds_a_revision_and_returns_it_to_draft(
     assert experience.revision == 2
 
 
-# --- staff-only actions and CSRF ----------------------------------------------------------------------
+# --- curator-only actions and CSRF ----------------------------------------------------------------------
 
 
-def test_only_staff_approve_disable_and_change_settings(member: Client, staff: Client, tenant: Tenant) -> None:
+def test_only_team_admins_approve_disable_and_change_settings(member: Client, curator: Client, tenant: Tenant) -> None:
     experience = add_experience(tenant.team, "draft-one", when="Use when drafting.", what="Draft.", status="draft")
     for target in (url("approve", "draft-one"), url("disable", "draft-one")):
         assert member.post(target).status_code == 403
@@ -257,22 +257,22 @@ def test_only_staff_approve_disable_and_change_settings(member: Client, staff: C
     assert experience.status == "draft" and not TeamExperienceConfig.objects.exists()
     assert "Approve" not in member.get(REVIEW).content.decode()
 
-    assert 'action="' + url("approve", "draft-one") + '"' in staff.get(REVIEW).content.decode()
-    response = staff.post(url("approve", "draft-one"), {"next": REVIEW}, follow=True)
+    assert 'action="' + url("approve", "draft-one") + '"' in curator.get(REVIEW).content.decode()
+    response = curator.post(url("approve", "draft-one"), {"next": REVIEW}, follow=True)
     assert response.redirect_chain[-1][0] == REVIEW
     assert "Approved draft-one" in flashes(response)[0]
     experience.refresh_from_db()
     assert (experience.status, experience.reviewer, experience.revision) == ("approved", "user:grace", 2)
 
-    staff.post(url("disable", "draft-one"))
+    curator.post(url("disable", "draft-one"))
     experience.refresh_from_db()
     assert experience.status == "disabled"
-    assert staff.get(url("approve", "draft-one")).status_code == 405  # POST only
+    assert curator.get(url("approve", "draft-one")).status_code == 405  # POST only
 
 
 def test_every_post_needs_the_csrf_token(tenant: Tenant) -> None:
     add_experience(tenant.team, "draft-one", when="Use when drafting.", what="Draft.", status="draft")
-    client = login(tenant, "grace", staff=True, csrf=True)
+    client = login(tenant, "grace", curator=True, csrf=True)
     posts = {
         NEW: {"exp_id": "new-one", "when": "w", "what": "w"},
         VALIDATE: {"exp_id": "new-one", "when": "w", "what": "w"},
@@ -294,13 +294,13 @@ def test_every_post_needs_the_csrf_token(tenant: Tenant) -> None:
     assert answer.status_code == 200 and answer.json()["valid"] is True
 
 
-def test_settings_are_saved_through_the_service_with_template_validation(staff: Client, tenant: Tenant) -> None:
+def test_settings_are_saved_through_the_service_with_template_validation(curator: Client, tenant: Tenant) -> None:
     add_experience(tenant.team, "x", when="Use when x.", what="X.", who=["CodeInterpreter"])
-    page = staff.get(CONFIG).content.decode()
+    page = curator.get(CONFIG).content.decode()
     roles = re.findall(r'<input type="hidden" name="role" value="([^"]+)">', page)
     assert roles == ["code_generator", "CodeInterpreter", "planner"]
 
-    bad = staff.post(
+    bad = curator.post(
         CONFIG_SAVE,
         {"role": roles, "use": ["on", "on", "off"], "selection_template": "Pick {user_query} {{ {oops}"},
     )
@@ -310,7 +310,7 @@ def test_settings_are_saved_through_the_service_with_template_validation(staff: 
     assert not TeamExperienceConfig.objects.exists()
 
     template = 'Experiences:\n{experiences}\nQuery: {user_query}\nAnswer {{"id": true}}'
-    response = staff.post(
+    response = curator.post(
         CONFIG_SAVE,
         {
             "role": roles,
@@ -420,7 +420,9 @@ def test_import_reports_created_updated_unchanged_and_rejected(member: Client, t
     assert Experience.objects.get(team=tenant.team, exp_id="changed").status == "draft"
 
 
-def test_import_approval_is_for_staff_and_a_bad_zip_is_reported(member: Client, staff: Client, tenant: Tenant) -> None:
+def test_import_approval_is_for_team_admins_and_a_bad_zip_is_reported(
+    member: Client, curator: Client, tenant: Tenant
+) -> None:
     content = b"exp_id: x\nwhen: Use when x.\nwhat: X.\n"
     refused = member.post(IMPORT, {"files": [upload("handcrafted_exp_x.yaml", content)], "approve": "on"})
     assert refused.status_code == 403 and not Experience.objects.exists()
@@ -429,7 +431,7 @@ def test_import_approval_is_for_staff_and_a_bad_zip_is_reported(member: Client, 
     assert broken.status_code == 400 and "not a readable zip archive" in broken.content.decode()
     assert member.post(IMPORT, {}).status_code == 400
 
-    staff.post(IMPORT, {"files": [upload("handcrafted_exp_x.yaml", content)], "approve": "on"})
+    curator.post(IMPORT, {"files": [upload("handcrafted_exp_x.yaml", content)], "approve": "on"})
     assert Experience.objects.get(team=tenant.team).status == "approved"
 
 

@@ -142,6 +142,8 @@ def test_names_other_than_the_seed_glob_are_not_experience_files(name: str):
         (b"", None, "the file is empty"),
         (b'exp_id: a\nwhen: w\nwhat: "nul \\0 here"\n', 3, "control character"),
         (b"exp_id: a\nwhen: w\nwhat: \xff\n", None, "not UTF-8"),
+        (b'exp_id: a\nwhen: w\nwhat: "lone \\ud800 surrogate"\n', 3, "lone UTF-16 surrogate"),
+        (b'exp_id: a\nwho: ["\\udfff"]\nwhen: w\nwhat: x\n', 2, "lone UTF-16 surrogate"),
         (b"exp_id: a\n---\nexp_id: b\n", 2, "invalid YAML"),
         (b"exp_id: !!python/object:os.system a\nwhen: w\nwhat: x\n", 1, "invalid YAML"),  # safe loader only
     ],

@@ -235,8 +235,8 @@ def compacted(transactional_db, monkeypatch) -> dict[str, str]:
     monkeypatch.setattr(compaction, "_send", lambda run_id, countdown=0: None)
     team = services.team_get_or_create(name="demo")
     other = services.team_get_or_create(name="research")
-    user = get_user_model().objects.create_user("ada", password=PASSWORD, is_staff=True)
-    TeamMembership.objects.create(team=team, user=user)
+    user = get_user_model().objects.create_user("ada", password=PASSWORD)
+    TeamMembership.objects.create(team=team, user=user, is_admin=True)
     session = services.session_create(
         team=team,
         external_id="norway-trip",
@@ -365,11 +365,13 @@ def test_a_member_reads_a_compacted_session_and_reverts_it(live_server, compacte
     assert COMPACTION_SCREENSHOT.stat().st_size > 10_000
 
 
-def test_staff_watch_the_queues_refresh_and_retry_a_failure(
+def test_operators_watch_the_queues_refresh_and_retry_a_failure(
     live_server, compacted: dict[str, str], monkeypatch
 ) -> None:
     if not CHROMIUM.exists():
         pytest.fail("Debian's chromium is missing: apt-get update && apt-get install -y chromium")
+    # The operator of the deployment: the failure is another team's ("research").
+    get_user_model().objects.filter(username="ada").update(is_superuser=True)
     monkeypatch.setattr(views, "OPS_REFRESH_SECONDS", 1)
     # The filesystem broker polls once a second: a 0.5 s reply window can miss every ping of a
     # slow run (it did once in CI). A window over one poll catches the first.

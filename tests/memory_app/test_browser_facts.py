@@ -35,9 +35,9 @@ def knowledge(transactional_db, monkeypatch) -> dict[str, str]:
     monkeypatch.setattr(fact_extraction, "_send", lambda run_id, countdown=0: None)
     team = services.team_get_or_create(name="demo")
     member = get_user_model().objects.create_user("bob", password=PASSWORD)
-    staff = get_user_model().objects.create_user("ada", password=PASSWORD, is_staff=True)
-    for user in (member, staff):
-        TeamMembership.objects.create(team=team, user=user)
+    curator = get_user_model().objects.create_user("ada", password=PASSWORD)
+    for user in (member, curator):
+        TeamMembership.objects.create(team=team, user=user, is_admin=user is curator)
     session = services.session_create(team=team, external_id="ada-onboarding")
     services.message_append(session=session, messages=[{"role": "user", "content": text} for text in TRIP])
     extracted = FactExtractionRun.objects.create(
@@ -96,7 +96,7 @@ def test_a_member_searches_facts_and_walks_the_graph(live_server, knowledge: dic
             expect(page.get_by_role("heading", name="Facts")).to_be_visible()
             table = page.locator("table.facts-table tbody")
             expect(table.locator("tr.fact-row")).to_have_count(6)
-            expect(page.get_by_role("button", name="Invalidate")).to_have_count(0)  # not staff
+            expect(page.get_by_role("button", name="Invalidate")).to_have_count(0)  # not curator
 
             page.get_by_label("Search").fill("acme")
             page.get_by_role("button", name="Search").click()

@@ -39,3 +39,28 @@ def test_concurrent_writers_get_gap_free_seqs_in_their_own_order(live_server):
     for index in range(WRITERS):
         own = [int(content.split("-")[1]) for _, content in rows if content.startswith(f"w{index}-")]
         assert own == list(range(MESSAGES_PER_WRITER))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_message_id_sent_with_ten_contents_at_once_stores_one_and_refuses_the_others(live_server):
+    tenant = make_tenant("same-id")
+    headers = {"Authorization": f"Bearer {tenant.key}"}
+    session_id = httpx.post(f"{live_server.url}/api/v1/sessions/", json={}, headers=headers).json()["id"]
+    url = f"{live_server.url}/api/v1/sessions/{session_id}/messages/"
+    chosen = "9a3c6f2e-5b1d-4e8a-9c7f-2d4b6a8e0c13"
+
+    def writer(index: int) -> tuple[int, str]:
+        body = {"message_id": chosen, "role": "user", "content": f"version {index}"}
+        response = httpx.post(url, json=body, headers=headers, timeout=60)
+        return response.status_code, f"version {index}"
+
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        answers = list(pool.map(writer, range(10)))
+
+    stored = Message.objects.get(pk=chosen).content
+    assert sorted(code for code, _ in answers) == [201] + [422] * 9
+    assert [content for code, content in answers if code == 201] == [stored]
+    # The same content again is a replay of the stored message, not a new one.
+    again = httpx.post(url, json={"message_id": chosen, "role": "user", "content": stored}, headers=headers)
+    assert again.status_code == 200
+    assert Message.objects.filter(session_id=session_id).count() == 1

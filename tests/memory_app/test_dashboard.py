@@ -408,7 +408,8 @@ def test_it_shows_data_and_http_images_as_thumbnails_and_nothing_else(member: Cl
         images=["file:///etc/passwd", "data:image/svg+xml;base64,PHN2Zz48L3N2Zz4=", "/var/data/x.png", 42],
     )
 
-    html = member.get(session_url(session)).content.decode()
+    # Remote images load only when the reader asks (tests/security/test_csp.py covers the default).
+    html = member.get(session_url(session, "?remote_images=1")).content.decode()
 
     timeline = html[html.index('<ol class="timeline">') :]
     timeline = timeline[: timeline.index("</ol>")]

@@ -1,5 +1,5 @@
 """Facts pages of the dashboard: the table and its filters, one fact, the graph data, the
-quarantined extractions, the staff-only curation, and the facts queue on the ops page."""
+quarantined extractions, the curator-only curation, and the facts queue on the ops page."""
 
 from __future__ import annotations
 
@@ -50,10 +50,10 @@ def member(client: Client, user) -> Client:
 
 
 @pytest.fixture
-def staff(tenant: Tenant) -> Client:
-    """A Django staff user who is a member of the team (the ops page's rule, plus membership)."""
-    user = get_user_model().objects.create_user("grace", password=PASSWORD, is_staff=True)
-    TeamMembership.objects.create(team=tenant.team, user=user)
+def curator(tenant: Tenant) -> Client:
+    """An admin member of the team: curation rests on the per-team role, not the staff flag."""
+    user = get_user_model().objects.create_user("grace", password=PASSWORD)
+    TeamMembership.objects.create(team=tenant.team, user=user, is_admin=True)
     client = Client()
     client.force_login(user)
     return client
@@ -150,20 +150,20 @@ def test_the_table_shows_only_the_current_teams_facts(member: Client, tenant: Te
 
 
 def test_another_teams_fact_and_extraction_cannot_be_seen_or_curated_by_staff(
-    staff: Client, other_tenant: Tenant, sent: list[str]
+    curator: Client, other_tenant: Tenant, sent: list[str]
 ) -> None:
     fact = add(other_tenant, "Mallory", "knows", "the secret plans")
     for action in ("fact_invalidate", "fact_restore", "fact_edit"):
         form = {"subject": "x", "predicate": "y", "object": "z", "role": "user"}
-        assert staff.post(url(action, fact.pk), form).status_code == 404
+        assert curator.post(url(action, fact.pk), form).status_code == 404
     fact.refresh_from_db()
     assert (fact.subject, fact.invalidated_at) == ("Mallory", None)
     theirs = quarantined(chat(other_tenant, texts=("Eve works at Initech.",)), raw="their secret output")
 
-    assert "their secret output" not in staff.get(QUARANTINE).content.decode()
-    assert staff.get(url("fact_extraction", theirs.pk)).status_code == 404
+    assert "their secret output" not in curator.get(QUARANTINE).content.decode()
+    assert curator.get(url("fact_extraction", theirs.pk)).status_code == 404
     for action in ("fact_extraction_retry", "fact_extraction_discard", "fact_extraction_accept"):
-        assert staff.post(url(action, theirs.pk), {"output": "[]"}).status_code == 404
+        assert curator.post(url(action, theirs.pk), {"output": "[]"}).status_code == 404
     theirs.refresh_from_db()
     assert theirs.status == "quarantined" and sent == []
 
@@ -225,7 +225,9 @@ def test_as_of_shows_what_was_true_then(member: Client, tenant: Tenant) -> None:
     assert [("Paris" in row, "Oslo" in row) for row in rows(html)] == [(True, False)]
 
 
-def test_each_row_links_to_its_source_message_and_extraction_run(member: Client, staff: Client, tenant: Tenant) -> None:
+def test_each_row_links_to_its_source_message_and_extraction_run(
+    member: Client, curator: Client, tenant: Tenant
+) -> None:
     session = chat(tenant, "planner", texts=("good morning", "Ada works at Acme since May."))
     run = quarantined(session)
     fact_extraction.fact_extraction_accept(
@@ -265,7 +267,7 @@ def test_the_table_takes_a_fixed_number_of_queries(member: Client, tenant: Tenan
         member.get(FACTS)
 
 
-# --- one fact, and the staff edits ------------------------------------------------------------------------
+# --- one fact, and the curator edits ------------------------------------------------------------------------
 
 
 def test_members_who_are_not_staff_see_no_controls_and_are_refused(member: Client, tenant: Tenant) -> None:
@@ -276,16 +278,16 @@ def test_members_who_are_not_staff_see_no_controls_and_are_refused(member: Clien
     for action, data in (("fact_invalidate", {}), ("fact_restore", {}), ("fact_edit", {"subject": "Eve"})):
         response = member.post(url(action, fact.pk), data)
         assert response.status_code == 403
-        assert b"Staff only" in response.content
+        assert b"Team admins only" in response.content
     fact.refresh_from_db()
     assert (fact.subject, fact.invalidated_at) == ("Ada", None)
 
 
-def test_staff_invalidate_and_restore_a_fact_and_go_back_to_the_table(staff: Client, tenant: Tenant) -> None:
+def test_team_admins_invalidate_and_restore_a_fact_and_go_back_to_the_table(curator: Client, tenant: Tenant) -> None:
     fact = add(tenant, "Ada", "lives in", "Oslo")
     back = f"{FACTS}?q=ada"
 
-    response = staff.post(url("fact_invalidate", fact.pk), {"next": back}, follow=True)
+    response = curator.post(url("fact_invalidate", fact.pk), {"next": back}, follow=True)
 
     fact.refresh_from_db()
     assert fact.invalidated_at is not None and fact.invalidated_by is None
@@ -293,31 +295,31 @@ def test_staff_invalidate_and_restore_a_fact_and_go_back_to_the_table(staff: Cli
     assert flashes(response) == ["Invalidated “(Ada, lives in, Oslo)”. It stays in the history and can be restored."]
     assert Fact.objects.filter(pk=fact.pk).exists()  # never deleted
 
-    response = staff.post(url("fact_restore", fact.pk), {"next": "https://evil.example/"}, follow=True)
+    response = curator.post(url("fact_restore", fact.pk), {"next": "https://evil.example/"}, follow=True)
 
     fact.refresh_from_db()
     assert fact.invalidated_at is None
     assert response.redirect_chain == [(url("fact", fact.pk), 302)]  # an off-site `next` is ignored
 
 
-def test_restoring_while_an_identical_fact_is_live_shows_the_conflict(staff: Client, tenant: Tenant) -> None:
+def test_restoring_while_an_identical_fact_is_live_shows_the_conflict(curator: Client, tenant: Tenant) -> None:
     fact = add(tenant, "Ada", "likes", "tea")
     facts.fact_invalidate(fact=fact)
     add(tenant, "Ada", "likes", "tea")
 
-    response = staff.post(url("fact_restore", fact.pk), follow=True)
+    response = curator.post(url("fact_restore", fact.pk), follow=True)
 
     assert flashes(response) == ["The same fact is already live in this scope."]
     fact.refresh_from_db()
     assert fact.invalidated_at is not None
 
 
-def test_staff_edit_a_fact_through_the_service(staff: Client, tenant: Tenant) -> None:
+def test_team_admins_edit_a_fact_through_the_service(curator: Client, tenant: Tenant) -> None:
     fact = add(tenant, "Ada", "likes", "tea")
-    page = staff.get(url("fact", fact.pk)).content.decode()
+    page = curator.get(url("fact", fact.pk)).content.decode()
     assert f'action="{url("fact_edit", fact.pk)}"' in page and 'value="tea"' in page
 
-    response = staff.post(
+    response = curator.post(
         url("fact_edit", fact.pk),
         {"subject": "Ada", "predicate": "likes", "object": "  Green Tea", "role": "assistant", "confidence": "0.5"},
         follow=True,
@@ -333,14 +335,14 @@ def facts_live_objects(tenant: Tenant) -> list[str]:
     return list(Fact.objects.filter(team=tenant.team, invalidated_at=None).values_list("object", flat=True))
 
 
-def test_an_edit_that_duplicates_a_live_fact_or_empties_a_term_is_refused(staff: Client, tenant: Tenant) -> None:
+def test_an_edit_that_duplicates_a_live_fact_or_empties_a_term_is_refused(curator: Client, tenant: Tenant) -> None:
     fact = add(tenant, "Ada", "likes", "tea")
     add(tenant, "Ada", "likes", "coffee")
     form = {"subject": "Ada", "predicate": "likes", "role": "user"}
 
-    duplicate = staff.post(url("fact_edit", fact.pk), {**form, "object": "COFFEE"})
-    blank = staff.post(url("fact_edit", fact.pk), {**form, "object": "   "})
-    out_of_range = staff.post(url("fact_edit", fact.pk), {**form, "object": "tea", "confidence": "7"})
+    duplicate = curator.post(url("fact_edit", fact.pk), {**form, "object": "COFFEE"})
+    blank = curator.post(url("fact_edit", fact.pk), {**form, "object": "   "})
+    out_of_range = curator.post(url("fact_edit", fact.pk), {**form, "object": "tea", "confidence": "7"})
 
     assert duplicate.status_code == 409
     assert "The same fact is already live in this scope." in duplicate.content.decode()
@@ -366,9 +368,9 @@ def test_the_detail_page_shows_the_history_both_ways(member: Client, tenant: Ten
 # --- CSRF ---------------------------------------------------------------------------------------------------
 
 
-def test_staff_forms_post_with_a_csrf_token_and_are_refused_without(tenant: Tenant) -> None:
-    user = get_user_model().objects.create_user("grace", password=PASSWORD, is_staff=True)
-    TeamMembership.objects.create(team=tenant.team, user=user)
+def test_team_admins_forms_post_with_a_csrf_token_and_are_refused_without(tenant: Tenant) -> None:
+    user = get_user_model().objects.create_user("grace", password=PASSWORD)
+    TeamMembership.objects.create(team=tenant.team, user=user, is_admin=True)
     fact = add(tenant, "Ada", "lives in", "Oslo")
     client = Client(enforce_csrf_checks=True)
     client.force_login(user)
@@ -390,7 +392,7 @@ def test_staff_forms_post_with_a_csrf_token_and_are_refused_without(tenant: Tena
     assert len(post_forms) >= 2 and all("csrfmiddlewaretoken" in f for f in post_forms)
 
 
-def test_the_actions_need_a_post(staff: Client, tenant: Tenant) -> None:
+def test_the_actions_need_a_post(curator: Client, tenant: Tenant) -> None:
     fact = add(tenant, "Ada", "lives in", "Oslo")
     run = quarantined(chat(tenant, texts=("hi",)))
     for target in (
@@ -401,7 +403,7 @@ def test_the_actions_need_a_post(staff: Client, tenant: Tenant) -> None:
         url("fact_extraction_accept", run.pk),
         url("fact_extraction_discard", run.pk),
     ):
-        assert staff.get(target).status_code == 405, target
+        assert curator.get(target).status_code == 405, target
 
 
 # --- quarantined extractions --------------------------------------------------------------------------------
@@ -420,13 +422,13 @@ def test_the_quarantine_lists_raw_output_error_and_input_range(member: Client, t
     assert "the output is not valid JSON (truncated)" in html
     assert f'href="{url("session", session.pk)}?after=1#m2">messages #2\N{EN DASH}#3</a>' in html
     assert '<span class="count-badge"' in html
-    assert url("fact_extraction_accept", run.pk) not in html  # no curation for non-staff
+    assert url("fact_extraction_accept", run.pk) not in html  # no curation for non-curator
 
 
-def test_staff_accept_an_edited_output_and_its_facts_appear(staff: Client, tenant: Tenant) -> None:
+def test_team_admins_accept_an_edited_output_and_its_facts_appear(curator: Client, tenant: Tenant) -> None:
     session = chat(tenant, "planner", texts=("Ada works at Acme.", "Ada lives in Oslo."))
     run = quarantined(session)
-    page = staff.get(QUARANTINE).content.decode()
+    page = curator.get(QUARANTINE).content.decode()
     assert f'action="{url("fact_extraction_accept", run.pk)}"' in page
     assert "[{&quot;subject&quot;: &quot;Ada&quot;, &quot;predicate&quot;: &quot;works at&quot;</textarea>" in page
     edited = json.dumps(
@@ -436,7 +438,7 @@ def test_staff_accept_an_edited_output_and_its_facts_appear(staff: Client, tenan
         ]
     )
 
-    response = staff.post(url("fact_extraction_accept", run.pk), {"output": edited}, follow=True)
+    response = curator.post(url("fact_extraction_accept", run.pk), {"output": edited}, follow=True)
 
     run.refresh_from_db()
     assert (run.status, run.raw_output, run.facts_added) == ("done", edited, 2)
@@ -444,15 +446,15 @@ def test_staff_accept_an_edited_output_and_its_facts_appear(staff: Client, tenan
     created = {f.object: f for f in Fact.objects.filter(extraction_run=run)}
     assert set(created) == {"Acme", "Oslo"}
     assert created["Oslo"].source_message.seq == 2 and created["Oslo"].extractor == "manual"
-    table = staff.get(FACTS).content.decode()
+    table = curator.get(FACTS).content.decode()
     assert "Acme" in table and "Oslo" in table
-    assert run.pk not in {r.pk for r in staff.get(QUARANTINE).context["page"]}
+    assert run.pk not in {r.pk for r in curator.get(QUARANTINE).context["page"]}
 
 
-def test_an_output_that_still_does_not_parse_is_shown_again_with_the_reason(staff: Client, tenant: Tenant) -> None:
+def test_an_output_that_still_does_not_parse_is_shown_again_with_the_reason(curator: Client, tenant: Tenant) -> None:
     run = quarantined(chat(tenant, texts=("Ada works at Acme.",)))
 
-    response = staff.post(url("fact_extraction_accept", run.pk), {"output": '[{"subject": "Ada", "object": 3}] tail'})
+    response = curator.post(url("fact_extraction_accept", run.pk), {"output": '[{"subject": "Ada", "object": 3}] tail'})
 
     assert response.status_code == 400
     html = response.content.decode()
@@ -462,15 +464,15 @@ def test_an_output_that_still_does_not_parse_is_shown_again_with_the_reason(staf
     assert run.status == "quarantined" and not Fact.objects.exists()
 
 
-def test_staff_retry_and_discard_through_the_services(
-    staff: Client, tenant: Tenant, sent: list[str], django_capture_on_commit_callbacks
+def test_team_admins_retry_and_discard_through_the_services(
+    curator: Client, tenant: Tenant, sent: list[str], django_capture_on_commit_callbacks
 ) -> None:
     session = chat(tenant, texts=("Ada works at Acme.",))
     retried, discarded = quarantined(session), quarantined(session, status="failed")
 
     with django_capture_on_commit_callbacks(execute=True):
-        first = staff.post(url("fact_extraction_retry", retried.pk), {"next": QUARANTINE}, follow=True)
-    second = staff.post(url("fact_extraction_discard", discarded.pk), follow=True)
+        first = curator.post(url("fact_extraction_retry", retried.pk), {"next": QUARANTINE}, follow=True)
+    second = curator.post(url("fact_extraction_discard", discarded.pk), follow=True)
 
     retried.refresh_from_db()
     discarded.refresh_from_db()
@@ -480,15 +482,15 @@ def test_staff_retry_and_discard_through_the_services(
     assert flashes(first) == ["Extraction queued again: a worker will run it over the same input shortly."]
     assert discarded.status == "discarded"
     assert second.redirect_chain == [(url("fact_extraction", discarded.pk), 302)]
-    discarded_list = staff.get(QUARANTINE, {"status": "discarded"})
+    discarded_list = curator.get(QUARANTINE, {"status": "discarded"})
     assert [r.pk for r in discarded_list.context["page"]] == [discarded.pk]
 
 
-def test_curating_a_run_that_is_not_quarantined_shows_the_conflict(staff: Client, tenant: Tenant) -> None:
+def test_curating_a_run_that_is_not_quarantined_shows_the_conflict(curator: Client, tenant: Tenant) -> None:
     run = quarantined(chat(tenant, texts=("hi",)), status="done", raw="[]")
 
     for action in ("fact_extraction_retry", "fact_extraction_discard", "fact_extraction_accept"):
-        response = staff.post(url(action, run.pk), {"output": "[]"}, follow=True)
+        response = curator.post(url(action, run.pk), {"output": "[]"}, follow=True)
         assert flashes(response) == [
             f"Only a quarantined or failed extraction can be {verb} (this one is done)."
             for verb in [
@@ -578,7 +580,8 @@ def no_ping(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(selectors, "_WORKERS_LAST_ANSWER", {})
 
 
-def test_the_ops_page_counts_the_facts_queue(staff: Client, tenant: Tenant, other_tenant: Tenant, no_ping) -> None:
+def test_the_ops_page_counts_the_facts_queue(client: Client, tenant: Tenant, other_tenant: Tenant, no_ping) -> None:
+    client.force_login(get_user_model().objects.create_user("operator", is_superuser=True))  # sees every team
     mine, theirs = chat(tenant, texts=("a",)), chat(other_tenant, texts=("b",))
     old = FactExtractionRun.objects.create(team=tenant.team, session=mine, trigger="manual", from_seq=1, to_seq=1)
     FactExtractionRun.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(minutes=7, seconds=3))
@@ -590,7 +593,7 @@ def test_the_ops_page_counts_the_facts_queue(staff: Client, tenant: Tenant, othe
     quarantined(mine, status="discarded")
     quarantined(mine, status="done")
 
-    response = staff.get(OPS)
+    response = client.get(OPS)
 
     queues = {q.source.kind: q for q in response.context["queues"]}
     stats = queues["facts"].stats
@@ -609,18 +612,18 @@ def test_the_ops_page_counts_the_facts_queue(staff: Client, tenant: Tenant, othe
 
 
 def test_a_failed_extraction_is_retried_in_place_from_the_ops_page(
-    staff: Client, tenant: Tenant, sent: list[str], no_ping, django_capture_on_commit_callbacks
+    curator: Client, tenant: Tenant, sent: list[str], no_ping, django_capture_on_commit_callbacks
 ) -> None:
     session = chat(tenant, "kg-chat", texts=("Ada works at Acme.",))
     run = quarantined(session, status="failed", error="gave up after 4 attempts: 503")
     later = FactExtractionRun.objects.create(team=tenant.team, session=session, trigger="auto", status="done")
-    html = staff.get(OPS).content.decode()
+    html = curator.get(OPS).content.decode()
     retry = reverse("dashboard:ops_job_retry", args=["facts", run.pk])
     assert f'action="{retry}"' in html  # a later run of the session does not count as a retry
     assert later.pk
 
     with django_capture_on_commit_callbacks(execute=True):
-        response = staff.post(retry, follow=True)
+        response = curator.post(retry, follow=True)
 
     run.refresh_from_db()
     assert (run.status, run.attempts) == ("pending", 0)
@@ -630,15 +633,15 @@ def test_a_failed_extraction_is_retried_in_place_from_the_ops_page(
     assert f'id="job-{run.pk}"' not in response.content.decode()
 
 
-def test_a_failed_extraction_without_a_session_is_listed(staff: Client, tenant: Tenant, no_ping) -> None:
+def test_a_failed_extraction_without_a_session_is_listed(curator: Client, tenant: Tenant, no_ping) -> None:
     run = FactExtractionRun.objects.create(
         team=tenant.team, trigger="text", status="failed", error="boom", finished_at=timezone.now()
     )
 
-    html = staff.get(OPS).content.decode()
+    html = curator.get(OPS).content.decode()
 
     assert f'id="job-{run.pk}"' in html
 
 
-def test_retrying_an_unknown_extraction_is_404(staff: Client, tenant: Tenant) -> None:
-    assert staff.post(reverse("dashboard:ops_job_retry", args=["facts", uuid.uuid4()])).status_code == 404
+def test_retrying_an_unknown_extraction_is_404(curator: Client, tenant: Tenant) -> None:
+    assert curator.post(reverse("dashboard:ops_job_retry", args=["facts", uuid.uuid4()])).status_code == 404

@@ -1,5 +1,5 @@
 """The dashboard's webhooks page: the team's webhooks (secrets masked), the delivery log, and
-redelivery of failed deliveries (staff only, own team only)."""
+redelivery of failed deliveries (curator only, own team only)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-def login(tenant: Tenant, name: str, *, staff: bool) -> Client:
-    user = get_user_model().objects.create_user(name, password="pw-0123456789", is_staff=staff)
-    TeamMembership.objects.create(team=tenant.team, user=user)
+def login(tenant: Tenant, name: str, *, curator: bool) -> Client:
+    user = get_user_model().objects.create_user(name, password="pw-0123456789")
+    TeamMembership.objects.create(team=tenant.team, user=user, is_admin=curator)
     client = Client()
     client.force_login(user)
     return client
@@ -47,7 +47,7 @@ def test_the_page_lists_the_teams_webhooks_and_deliveries_with_secrets_masked(te
     other = make_tenant("dash-other")
     mine, secret = failed_delivery(tenant, "http://127.0.0.1:9/mine")
     failed_delivery(other, "http://127.0.0.1:9/theirs")
-    page = login(tenant, "grace", staff=True).get("/webhooks/")
+    page = login(tenant, "grace", curator=True).get("/webhooks/")
     assert page.status_code == 200
     html = page.content.decode()
     assert "http://127.0.0.1:9/mine" in html and "theirs" not in html
@@ -56,8 +56,8 @@ def test_the_page_lists_the_teams_webhooks_and_deliveries_with_secrets_masked(te
     assert "gave up after 5 attempts: HTTP 502" in html and ">502<" in html
     assert "Redeliver" in html
     assert 'href="/webhooks/" aria-current="page"' in html  # the nav entry
-    assert "Redeliver" not in login(tenant, "ada", staff=False).get("/webhooks/").content.decode()
-    filtered = login(tenant, "lin", staff=True).get("/webhooks/?status=delivered").content.decode()
+    assert "Redeliver" not in login(tenant, "ada", curator=False).get("/webhooks/").content.decode()
+    filtered = login(tenant, "lin", curator=True).get("/webhooks/?status=delivered").content.decode()
     assert f'id="delivery-{mine.pk}"' not in filtered
 
 
@@ -66,12 +66,12 @@ def test_redeliver_queues_a_new_delivery_for_staff_of_the_team_only(tenant: Tena
     mine, _ = failed_delivery(tenant, "http://127.0.0.1:9/mine")
     theirs, _ = failed_delivery(other, "http://127.0.0.1:9/theirs")
     path = f"/webhooks/deliveries/{mine.pk}/redeliver/"
-    assert login(tenant, "ada", staff=False).post(path).status_code == 403
-    staff = login(tenant, "grace", staff=True)
-    assert staff.post(f"/webhooks/deliveries/{theirs.pk}/redeliver/").status_code == 404
+    assert login(tenant, "ada", curator=False).post(path).status_code == 403
+    curator = login(tenant, "grace", curator=True)
+    assert curator.post(f"/webhooks/deliveries/{theirs.pk}/redeliver/").status_code == 404
     assert WebhookDelivery.objects.count() == 2
 
-    response = staff.post(path, follow=True)
+    response = curator.post(path, follow=True)
     assert response.status_code == 200
     again = WebhookDelivery.objects.get(redelivery_of=mine)
     assert again.status == Status.PENDING and again.payload == mine.payload
@@ -81,6 +81,6 @@ def test_redeliver_queues_a_new_delivery_for_staff_of_the_team_only(tenant: Tena
 def test_redelivering_an_inactive_webhook_is_refused_with_the_reason(tenant: Tenant) -> None:
     mine, _ = failed_delivery(tenant, "http://127.0.0.1:9/mine")
     webhooks.webhook_update(webhook=mine.webhook, data={"active": False})
-    response = login(tenant, "grace", staff=True).post(f"/webhooks/deliveries/{mine.pk}/redeliver/", follow=True)
+    response = login(tenant, "grace", curator=True).post(f"/webhooks/deliveries/{mine.pk}/redeliver/", follow=True)
     assert "inactive" in response.content.decode()
     assert WebhookDelivery.objects.count() == 1

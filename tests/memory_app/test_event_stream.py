@@ -73,12 +73,13 @@ def test_events_written_after_the_stream_opened_arrive_in_order_with_their_ids(
 ) -> None:
     session = services.session_create(team=alpha.team)
     other_session = services.session_create(team=alpha.team)
-    record(alpha, MemoryEvent.Kind.RESET, session, note="before the stream")
+    before = record(alpha, MemoryEvent.Kind.RESET, session, note="before the stream")
+    record(beta, MemoryEvent.Kind.RESET, None, note="another team's: its id is not alpha's to see")
     with stream(live_server.url, alpha.key, params={"session": str(session.pk)}) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         messages = parse(response.iter_lines())
-        assert next(messages) == f": stream open after event {MemoryEvent.objects.latest('pk').pk}"
+        assert next(messages) == f": stream open after event {before.pk}"
         written = [
             record(alpha, MemoryEvent.Kind.COMPACTION_STARTED, session, n=1),
             record(alpha, MemoryEvent.Kind.RESET, other_session, n=99),  # another session: not in this stream

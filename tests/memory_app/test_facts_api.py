@@ -20,6 +20,7 @@ FACT_KEYS = {
     "subject",
     "predicate",
     "object",
+    "curated",
     "source_message",
     "extraction_run",
     "extractor",
@@ -189,6 +190,40 @@ def test_restoring_a_replaced_value_replaces_the_current_one(api, admin):
     admin.patch(f"/api/v1/facts/{paris['id']}/", {"invalidated": False}, format="json")
     assert [f["id"] for f in listed(api, subject="alice")] == [paris["id"]]
     assert api.get(f"/api/v1/facts/{oslo['id']}/").json()["invalidated_by"] == paris["id"]
+
+
+def test_a_write_key_cannot_supersede_a_curated_fact_its_contradiction_waits_for_review(api, admin):
+    curated = admin.post(
+        "/api/v1/facts/", {"role": "user", "subject": "Ada", "predicate": "works at", "object": "Acme"}, format="json"
+    ).json()
+    assert curated["curated"] is True
+
+    contradiction = add(api, subject="Ada", predicate="works at", object="Initech")
+
+    assert contradiction["curated"] is False
+    assert contradiction["invalidated_by"] == curated["id"] and contradiction["invalidated_at"] is not None
+    assert [f["object"] for f in listed(api, subject="ada")] == ["Acme"]
+    event = MemoryEvent.objects.filter(kind="fact_invalidated").get()
+    assert event.data == {
+        "fact_id": contradiction["id"],
+        "reason": "contradicts_curated",
+        "invalidated_by": curated["id"],
+    }
+    # An admin who agrees restores the contradiction, which then supersedes the curated value.
+    admin.patch(f"/api/v1/facts/{contradiction['id']}/", {"invalidated": False}, format="json")
+    assert [f["object"] for f in listed(api, subject="ada")] == ["Initech"]
+
+
+def test_a_fact_an_admin_edited_is_curated_and_an_agent_does_not_replace_it(api, admin):
+    fact = add(api, subject="Ada", predicate="lives in", object="Oslo")
+    admin.patch(f"/api/v1/facts/{fact['id']}/", {"object": "Bergen"}, format="json")
+    add(api, subject="Ada", predicate="lives in", object="Paris")
+    assert [f["object"] for f in listed(api, subject="ada")] == ["Bergen"]
+    # An admin's own new value does supersede it.
+    admin.post(
+        "/api/v1/facts/", {"role": "user", "subject": "Ada", "predicate": "lives in", "object": "Rome"}, format="json"
+    )
+    assert [f["object"] for f in listed(api, subject="ada")] == ["Rome"]
 
 
 def test_the_graph_grows_with_depth(api):

@@ -229,6 +229,25 @@ def test_a_client_chosen_message_id_makes_retries_idempotent(api, session_id):
     assert Message.objects.count() == 1
 
 
+def test_a_client_chosen_message_id_resent_with_other_content_is_a_422(api, session_id):
+    chosen = "7d3f1a2b-4c5e-4f60-8a9b-0c1d2e3f4a5b"
+    api.post(url(session_id), {"message_id": chosen, "role": "user", "content": "first"}, format="json")
+    changed = api.post(url(session_id), {"message_id": chosen, "role": "user", "content": "second"}, format="json")
+    assert changed.status_code == 422, changed.content
+    assert changed.json()["error"] == "message_id_reused"
+    assert list(changed.json()["fields"]) == ["message_id"]
+    batch = {
+        "messages": [
+            {"role": "user", "content": "x", "message_id": "1d3f1a2b-4c5e-4f60-8a9b-0c1d2e3f4a5b"},
+            {"message_id": chosen, "role": "assistant", "content": "first"},
+        ]
+    }
+    refused = api.post(url(session_id), batch, format="json")
+    assert refused.status_code == 409, refused.content  # a batch mixing new and stored ids
+    assert Message.objects.filter(session_id=session_id).count() == 1
+    assert Message.objects.get(pk=chosen).content == "first"
+
+
 def test_a_message_id_from_another_session_conflicts(api, session_id):
     chosen = str(uuid.uuid4())
     api.post(url(session_id), {"message_id": chosen, "role": "user", "content": "x"}, format="json")

@@ -41,7 +41,16 @@ def ping(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 
 @pytest.fixture
 def staff(client: Client, db) -> Client:
-    client.force_login(get_user_model().objects.create_user("operator", is_staff=True))
+    """An operator of the whole deployment: a superuser sees every team's jobs."""
+    client.force_login(get_user_model().objects.create_user("operator", is_staff=True, is_superuser=True))
+    return client
+
+
+def team_admin(client: Client, *tenants: Tenant, is_staff: bool = False) -> Client:
+    user = get_user_model().objects.create_user(f"admin-{uuid.uuid4().hex[:6]}", is_staff=is_staff)
+    for tenant in tenants:
+        TeamMembership.objects.create(team=tenant.team, user=user, is_admin=True)
+    client.force_login(user)
     return client
 
 
@@ -85,26 +94,54 @@ def test_anonymous_visitors_are_sent_to_log_in(client: Client, tenant: Tenant) -
         assert response["Location"].startswith(reverse("login"))
 
 
-def test_team_members_who_are_not_staff_get_403(client: Client, tenant: Tenant) -> None:
-    user = get_user_model().objects.create_user("ada")
-    TeamMembership.objects.create(team=tenant.team, user=user, is_admin=True)
+@pytest.mark.parametrize("is_staff", [False, True])
+def test_members_who_administer_no_team_get_403(client: Client, tenant: Tenant, is_staff: bool) -> None:
+    # The global staff flag opens the Django admin, not other teams' jobs.
+    user = get_user_model().objects.create_user("ada", is_staff=is_staff)
+    TeamMembership.objects.create(team=tenant.team, user=user, is_admin=False)
     client.force_login(user)
     run = failed(managed(tenant, "s"))
 
     for response in (client.get(OPS), client.get(OPS_STATUS), client.post(retry_url(run))):
         assert response.status_code == 403
-        assert b"Staff only" in response.content
+        assert b"Team admins only" in response.content
     assert CompactionRun.objects.count() == 1
+    assert list(CompactionRun.objects.values_list("status", flat=True)) == ["failed"]
     assert b">Ops</a>" not in client.get(reverse("dashboard:sessions")).content
 
 
-def test_staff_see_it_without_belonging_to_a_team(staff: Client, tenant: Tenant) -> None:
+def test_superusers_see_it_without_belonging_to_a_team(staff: Client, tenant: Tenant) -> None:
     response = staff.get(OPS)
 
     assert response.status_code == 200
     html = response.content.decode()
     assert "<h1>Ops" in html
     assert 'aria-current="page">Ops</a>' in html
+
+
+def test_a_team_admin_sees_and_retries_only_the_jobs_of_their_teams(
+    client: Client, tenant: Tenant, other_tenant: Tenant, sent: list[str]
+) -> None:
+    ours = failed(managed(tenant, "ours"), error="our failure")
+    theirs = failed(managed(other_tenant, "theirs"), error="their secret failure")
+    job(managed(other_tenant, "their-pending"), "pending")
+    admin = team_admin(client, tenant, is_staff=True)
+
+    for page in (admin.get(OPS), admin.get(OPS_STATUS)):
+        assert page.status_code == 200
+        html = page.content.decode()
+        assert "our failure" in html
+        assert "their secret failure" not in html
+        assert other_tenant.team.name not in html
+        queue = compaction_queue(page)
+        assert (queue.stats.failed, queue.stats.pending) == (1, 0)
+        assert [row.team_id for row in queue.stats.by_team] == [tenant.team.pk]
+
+    assert admin.post(retry_url(theirs)).status_code == 404
+    assert CompactionRun.objects.filter(session=theirs.session).count() == 1
+    assert admin.post(retry_url(ours)).status_code == 302
+    assert CompactionRun.objects.filter(session=ours.session).count() == 2
+    assert b">Ops</a>" in admin.get(reverse("dashboard:sessions")).content
 
 
 # --- counts and ages ------------------------------------------------------------------------------

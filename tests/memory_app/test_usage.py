@@ -299,3 +299,18 @@ def test_llm_backed_endpoints_are_rate_limited_per_key(api, tenant, session_id, 
     # Other keys, and endpoints that cause no LLM work, are not affected.
     assert other_key.post(f"/api/v1/sessions/{other_session}/compact/").status_code == 202
     assert api.get(f"/api/v1/sessions/{session_id}/context/").status_code == 200
+
+
+def test_llm_backed_endpoints_answer_while_the_rate_limit_cache_is_unreachable(api, session_id, settings) -> None:
+    # The throttle's cache is the broker's Redis in production: a Redis outage must not turn
+    # these writes into 500s (the team's budget, in the database, still bounds the spending).
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://127.0.0.1:9/0"}
+    }
+    settings.LLM_BASE_URL, settings.LLM_BACKEND = "", ""
+    api.post(f"/api/v1/sessions/{session_id}/messages/", {"role": "user", "content": "I live in Oslo."}, format="json")
+
+    assert api.post(f"/api/v1/sessions/{session_id}/compact/").status_code == 202
+    assert api.post(f"/api/v1/sessions/{session_id}/extract-facts/", {}, format="json").status_code == 202
+    selected = api.post("/api/v1/experiences/select/", {"role": "a", "query": "b"}, format="json")
+    assert selected.status_code == 200, selected.content

@@ -38,8 +38,8 @@ def scripted_team(llm_server) -> dict[str, str]:
     """A team whose planner session was compacted and selected experiences through the scripted
     server, and whose agents read their contexts over real HTTP from the live server."""
     tenant = make_tenant("demo")
-    user = get_user_model().objects.create_user("ada", password=PASSWORD, is_staff=True)
-    TeamMembership.objects.create(team=tenant.team, user=user)
+    user = get_user_model().objects.create_user("ada", password=PASSWORD)
+    TeamMembership.objects.create(team=tenant.team, user=user, is_admin=True)
     session = services.session_create(
         team=tenant.team,
         external_id="norway-trip",

@@ -3,6 +3,7 @@ that runs the tasks it caused; secrets and message content never reach a log lin
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -21,20 +22,36 @@ CONTENT_CANARY = "CANARY-CONTENT-5e1d9b"
 SECRET_CANARY = "sk-canary-secret-83fd02a1"
 
 
-@pytest.fixture
-def log_lines() -> Iterator[Callable[[], list[str]]]:
-    """Every line the root logger writes meanwhile, at DEBUG, through the JSON formatter."""
+@contextlib.contextmanager
+def root_log_output(formatter: logging.Formatter) -> Iterator[io.StringIO]:
+    """What the root logger writes meanwhile, at DEBUG, through `formatter`."""
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(logs.JsonFormatter())
+    handler.setFormatter(formatter)
     handler.addFilter(logs.ContextFilter())
     root = logging.getLogger()
     level = root.level
     root.addHandler(handler)
     root.setLevel(logging.DEBUG)
-    yield lambda: [line for line in stream.getvalue().splitlines() if line]
-    root.removeHandler(handler)
-    root.setLevel(level)
+    try:
+        yield stream
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+
+@pytest.fixture
+def log_lines() -> Iterator[Callable[[], list[str]]]:
+    """Every line the root logger writes meanwhile, at DEBUG, through the JSON formatter."""
+    with root_log_output(logs.JsonFormatter()) as stream:
+        yield lambda: [line for line in stream.getvalue().splitlines() if line]
+
+
+@pytest.fixture
+def text_log() -> Iterator[Callable[[], str]]:
+    """Everything the root logger writes meanwhile, at DEBUG, through the text formatter."""
+    with root_log_output(logs.TextFormatter()) as stream:
+        yield stream.getvalue
 
 
 def record(msg: str = "hello", *args: object, exc: BaseException | None = None, **extra: object) -> logging.LogRecord:
@@ -120,6 +137,43 @@ def test_incoming_request_ids_are_kept_only_when_sane(incoming: str, kept: bool)
         assert result != incoming and len(result) == 32 and int(result, 16) >= 0
 
 
+# Characters that end a line for some reader: `str.splitlines()`, terminals, editors, log viewers.
+LINE_BREAKERS = ["\n", "\r", "\r\n", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+FORGED = "2031-01-01 00:00:00,000 ERROR django.security [-] admin logged in from 1.2.3.4"
+
+
+@pytest.mark.parametrize("breaker", LINE_BREAKERS, ids=repr)
+def test_a_text_record_stays_one_line_whatever_its_message_and_extras_hold(breaker: str):
+    formatter = logs.TextFormatter("%(levelname)s %(message)s path=%(path)s")
+    line = formatter.format(record("Not Found: %s", f"/x{breaker}{FORGED}", path=f"/x{breaker}{FORGED}"))
+    assert len(line.splitlines()) == 1, line
+    assert FORGED in line  # still readable, after an escape instead of a line break
+
+
+def test_the_text_format_escapes_control_characters_visibly():
+    line = logs.TextFormatter("%(message)s").format(record("a\nb\rc\td\x00e\x1bf\x7fg\x9bh\u2028i"))
+    assert line == "a\\nb\\rc\\td\\x00e\\x1bf\\x7fg\\x9bh\\u2028i"
+
+
+def test_a_text_record_with_a_traceback_is_one_line_too():
+    try:
+        raise ValueError(f"bad path /x\n{FORGED}")
+    except ValueError as exc:
+        error = exc
+    line = logs.TextFormatter().format(record("failed", exc=error))
+    assert len(line.splitlines()) == 1
+    assert "Traceback (most recent call last):\\n" in line and f"\\n{FORGED}" in line
+
+
+@pytest.mark.parametrize("breaker", LINE_BREAKERS, ids=repr)
+def test_a_json_record_is_one_line_that_keeps_the_text_exactly(breaker: str):
+    text = f"/x{breaker}{FORGED}"
+    line = logs.JsonFormatter().format(record("Not Found: %s", text, path=text))
+    assert len(line.splitlines()) == 1, line
+    entry = json.loads(line)
+    assert entry["message"] == f"Not Found: {text}" and entry["path"] == text
+
+
 # --- requests -------------------------------------------------------------------------------
 
 
@@ -142,6 +196,16 @@ def test_an_unsafe_or_missing_request_id_is_replaced_by_a_fresh_one(api):
     plain = api.get("/api/v1/sessions/")
     ids = {forged["X-Request-ID"], plain["X-Request-ID"]}
     assert len(ids) == 2 and all(len(i) == 32 for i in ids)
+
+
+@pytest.mark.django_db
+def test_a_request_path_cannot_forge_a_text_log_line(api, text_log):
+    path = "/api/v1/sessions/x%0a" + FORGED.replace(" ", "%20") + "%0d%e2%80%a8/"
+    response = api.get(path, HTTP_X_REQUEST_ID="req-forge")
+    assert response.status_code == 404
+    lines = text_log().splitlines()
+    assert any("Not Found" in line for line in lines) and any("memsite.request" in line for line in lines)
+    assert all("[req-forge]" in line for line in lines), lines  # every line is a whole record of this request
 
 
 @pytest.mark.django_db

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import socket
 from typing import Any
@@ -11,7 +12,8 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from drf_spectacular.generators import SchemaGenerator
 
-from memory_app.models import ApiKey
+from memory_app.models import ApiKey, Webhook
+from memory_app.webhooks import webhook_target_problem
 from memsite.checks import check_llm_base_url
 from memsite.url_policy import (
     REASON_LINK_LOCAL,
@@ -20,9 +22,11 @@ from memsite.url_policy import (
     REASON_PRIVATE,
     REASON_SCHEME,
     REASON_UNRESOLVABLE,
+    SPECIAL_RANGES,
     UnsafeURL,
     check_llm_url,
     check_outbound_url,
+    url_host,
 )
 from tests.conftest import make_tenant
 
@@ -148,6 +152,164 @@ def test_it_accepts_public_http_and_https_urls(fake_dns: dict[str, str]) -> None
     check_outbound_url("https://api.llm-provider.example/v1", allow_private=False)
     check_outbound_url("http://93.184.216.34:8080/v1", allow_private=False)
     check_outbound_url("https://[2606:4700::1111]/v1", allow_private=False)
+
+
+# --- IPv4 addresses carried inside IPv6 addresses ---------------------------------------------
+
+# Teredo (2001:0:<server>:<flags>:<port>:<client XOR ffff:ffff>) with the usual public server
+# 65.54.227.120; the client is where the tunnel delivers packets.
+TEREDO_METADATA = "2001:0:4136:e378:8000:63bf:5601:5601"  # client 169.254.169.254
+TEREDO_LOOPBACK = "2001:0:4136:e378:8000:63bf:80ff:fffe"  # client 127.0.0.1
+
+WRAPPED_METADATA_URLS = [
+    "http://[64:ff9b::a9fe:a9fe]/latest/meta-data/",  # NAT64 well-known prefix
+    "http://[64:ff9b::169.254.169.254]/",  # ... written with a dotted quad
+    "http://[64:ff9b:1::a9fe:a9fe]/",  # NAT64 local-use prefix, /96 layout
+    "http://[64:ff9b:1:a9fe:a9:fe00::]/",  # ... /48 layout (the address straddles the u octet)
+    "http://[64:ff9b:1:a9:fe:a9fe::]/",  # ... /56 layout
+    "http://[64:ff9b:1:0:a9:fea9:fe00:0]/",  # ... /64 layout
+    "http://[2002:a9fe:a9fe::]/",  # 6to4
+    "http://[2002:a9fe:a9fe:1::1]/",
+    "http://[::169.254.169.254]/",  # IPv4-compatible
+    "http://[::a9fe:a9fe]/",
+    f"http://[{TEREDO_METADATA}]/",
+    "http://[::ffff:0:a9fe:a9fe]/",  # IPv4-translated (SIIT)
+    "http://[64:ff9b::a9fe:aa02]/",  # ECS task metadata 169.254.170.2 behind NAT64
+    "http://[2002:6464:64c8::]/",  # Alibaba Cloud 100.100.100.200 in 6to4
+    "http://[fd00:ec2::254%251]/",  # the AWS IPv6 endpoint with a zone id appended
+]
+WRAPPED_LOOPBACK_URLS = [
+    "http://[64:ff9b::7f00:1]/",
+    "http://[64:ff9b:1::7f00:1]/",
+    "http://[2002:7f00:1::]/",
+    "http://[::127.0.0.1]/",
+    f"http://[{TEREDO_LOOPBACK}]/",
+    "http://[64:ff9b::a00:5]/",  # 10.0.0.5
+    "http://[2002:c0a8:10a::]/",  # 192.168.1.10
+    "http://[fec0::1]/",  # site-local: the deprecated IPv6 "private network"
+]
+
+
+@pytest.fixture
+def production(settings) -> None:
+    """The outbound-URL settings production runs with (memsite/settings.py)."""
+    settings.LLM_ALLOWED_HOSTS = []
+    settings.WEBHOOK_ALLOW_PRIVATE_TARGETS = False
+
+
+@pytest.mark.parametrize("url", WRAPPED_METADATA_URLS)
+@pytest.mark.parametrize("allow_private", [False, True])
+def test_metadata_inside_an_ipv6_address_is_refused(url: str, allow_private: bool) -> None:
+    assert _reason(url, allow_private=allow_private) == REASON_METADATA
+
+
+@pytest.mark.parametrize("url", WRAPPED_METADATA_URLS)
+def test_metadata_inside_an_ipv6_address_is_refused_as_an_llm_url_even_when_allowlisted(
+    settings, production: None, url: str
+) -> None:
+    with pytest.raises(UnsafeURL) as caught:
+        check_llm_url(url)
+    assert caught.value.reason == REASON_METADATA
+    settings.LLM_ALLOWED_HOSTS = [url_host(url)]
+    with pytest.raises(UnsafeURL) as caught:
+        check_llm_url(url)
+    assert caught.value.reason == REASON_METADATA
+    settings.LLM_BASE_URL = url  # the operator's own setting is checked by the system check
+    assert [e.id for e in check_llm_base_url()] == ["memsite.E001"]
+
+
+def test_a_refusal_names_the_ipv4_address_inside() -> None:
+    with pytest.raises(UnsafeURL) as caught:
+        check_outbound_url("http://[64:ff9b::a9fe:a9fe]/", allow_private=True)
+    assert caught.value.fields == {
+        "url": ["'64:ff9b::a9fe:a9fe' is an IPv6 address carrying 169.254.169.254, a cloud metadata address"]
+    }
+
+
+def test_the_special_range_table_is_unambiguous() -> None:
+    networks = [row.network for row in SPECIAL_RANGES]
+    assert len(set(networks)) == len(networks), "the most specific row must be unique"
+    assert {ipaddress.ip_network("0.0.0.0/0"), ipaddress.ip_network("::/0")} <= set(networks)
+    assert all(row.embeds is None for row in SPECIAL_RANGES if row.network.version == 4)
+
+
+@pytest.mark.parametrize("url", ["http://[64:ff9b::a9fe:101]/", "http://[2002:a9fe:101::]/", "http://[::169.254.1.1]/"])
+def test_link_local_inside_an_ipv6_address_is_refused_even_when_private_hosts_are_allowed(url: str) -> None:
+    assert _reason(url, allow_private=True) == REASON_LINK_LOCAL
+
+
+@pytest.mark.parametrize("url", WRAPPED_LOOPBACK_URLS)
+def test_loopback_and_private_inside_an_ipv6_address_are_refused_in_production(production: None, url: str) -> None:
+    assert _reason(url, allow_private=False) == REASON_PRIVATE
+    with pytest.raises(UnsafeURL) as caught:
+        check_llm_url(url)
+    assert caught.value.reason == REASON_PRIVATE
+
+
+@pytest.mark.parametrize("url", WRAPPED_METADATA_URLS + WRAPPED_LOOPBACK_URLS)
+def test_wrapped_metadata_and_loopback_are_refused_as_webhook_targets_in_production(production: None, url: str) -> None:
+    problem = webhook_target_problem(url, resolve=True)
+    assert problem is not None
+    assert ("private" if url in WRAPPED_LOOPBACK_URLS else "metadata") in problem
+
+
+def test_wrapped_metadata_is_refused_as_a_webhook_by_the_api(db, production: None) -> None:
+    admin = make_tenant("wrapped-hooks", role=ApiKey.Role.ADMIN)
+    for url, reason in [
+        ("http://[64:ff9b::a9fe:a9fe]/", "metadata"),
+        (f"http://[{TEREDO_METADATA}]/", "metadata"),
+        ("http://[2002:7f00:1::]/h", "private"),
+    ]:
+        response = admin.client.post("/api/v1/webhooks/", {"url": url}, format="json")
+        assert response.status_code == 400, response.content
+        assert reason in response.json()["fields"]["url"][0]
+    assert not Webhook.objects.exists()
+
+
+def test_a_name_resolving_to_wrapped_metadata_is_refused(fake_dns: dict[str, str]) -> None:
+    fake_dns["nat64.attacker.example"] = "64:ff9b::a9fe:a9fe"
+    fake_dns["teredo.attacker.example"] = TEREDO_METADATA
+    assert _reason("https://nat64.attacker.example/v1", allow_private=True) == REASON_METADATA
+    assert _reason("https://teredo.attacker.example/v1", allow_private=True) == REASON_METADATA
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://[2606:4700:4700::1111]/v1",
+        "https://[2a00:1450:4001:82a::200e]/v1",
+        "https://[64:ff9b::5db8:d822]/v1",  # 93.184.216.34 through NAT64, as DNS64 answers on IPv6-only hosts
+        "https://[2002:5db8:d822::1]/v1",  # ... through 6to4
+        "https://[::ffff:93.184.216.34]/v1",
+    ],
+)
+def test_public_ipv6_addresses_are_still_accepted_in_production(production: None, url: str) -> None:
+    check_outbound_url(url, allow_private=False)
+    check_llm_url(url)
+    assert webhook_target_problem(url, resolve=True) is None
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"http://[{TEREDO_METADATA.replace('5601:5601', 'a2b7:2fdd')}]/",  # Teredo for 93.72.208.34
+        "http://[::93.184.216.34]/",  # IPv4-compatible: deprecated, never a real destination
+        "http://[64:ff9b:1::5db8:d822]/",  # NAT64 local-use: a network of its own, not the internet
+        "http://[2001:db8::1]/",  # documentation
+        "http://[100::1]/",  # discard-only
+        "http://[ff02::1]/",  # multicast
+        "http://[4000::1]/",  # not yet allocated
+        "http://192.0.2.1/",  # documentation
+        "http://198.18.0.1/",  # benchmarking
+        "http://192.88.99.1/",  # 6to4 relay anycast
+        "http://224.0.0.1/",  # multicast
+        "http://255.255.255.255/",
+        "http://240.0.0.1/",
+    ],
+)
+def test_tunnel_documentation_and_reserved_addresses_count_as_private(url: str) -> None:
+    assert _reason(url, allow_private=False) == REASON_PRIVATE
+    check_outbound_url(url, allow_private=True)
 
 
 # --- the LLM allowlist ------------------------------------------------------------------------

@@ -20,6 +20,7 @@ savepoint that is rolled back, so every example meets the same data.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +35,7 @@ from django.core.signals import request_finished, request_started
 from django.db import close_old_connections, models, transaction
 from django.test import override_settings
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.core import NOT_SET
@@ -71,6 +73,52 @@ CONFORMANCE_CHECKS = [
     response_headers_conformance,
     response_schema_conformance,
 ]
+
+
+# Values schema-driven generation never draws (Hypothesis' text omits surrogates, and a schema's
+# integers have no 64-bit bound) but a careless client or a relayed LLM output sends: each
+# JSON body and query is also tried with its first string holding a lone UTF-16 surrogate, its
+# first integer past 64 bits, or (bodies) its first value nested past any parser's stack.
+LONE_SURROGATE_TEXT = "a\ud800b"
+HUGE_INTEGER = 10**20
+DEEP_NESTING = 5000
+
+
+def _replace_first_leaf(value: Any, kind: type, replacement: Any) -> tuple[Any, bool]:
+    """`value` with its first leaf of `kind` (depth first) replaced, and whether one was."""
+    if isinstance(value, kind) and not isinstance(value, bool):
+        return replacement, True
+    if isinstance(value, dict):
+        for key, item in value.items():
+            new, done = _replace_first_leaf(item, kind, replacement)
+            if done:
+                return {**value, key: new}, True
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            new, done = _replace_first_leaf(item, kind, replacement)
+            if done:
+                return [*value[:index], new, *value[index + 1 :]], True
+    return value, False
+
+
+def hostile_variants(value: Any) -> list[Any]:
+    """`value`, and each hostile variant as JSON text (a lone surrogate as its `\\ud800` escape:
+    it cannot be encoded otherwise, and JSON text is YAML too)."""
+    variants = [value]
+    for kind, replacement in ((str, LONE_SURROGATE_TEXT), (int, HUGE_INTEGER)):
+        changed, done = _replace_first_leaf(value, kind, replacement)
+        if done:
+            variants.append(json.dumps(changed).encode())
+    return variants
+
+
+def _deeply_nested(body: dict[str, Any]) -> bytes:
+    """The body as JSON text with its first value nested DEEP_NESTING levels (built as text: no
+    encoder of ours could write it, and schemathesis sends bytes as they are)."""
+    marker = "__nested_here__"
+    first = next(iter(body))
+    text = json.dumps({**body, first: marker}).replace(f'"{marker}"', "[" * DEEP_NESTING + "]" * DEEP_NESTING, 1)
+    return text.encode()
 
 
 def _config(*, mode: str, coverage: bool) -> schemathesis.Config:
@@ -409,6 +457,35 @@ def test_every_operation_answers_as_documented_and_never_5xx(case, world):
         case.path_parameters = {name: owner.ids.get(name, value) for name, value in case.path_parameters.items()}
     with rolled_back():
         case.call_and_validate(headers=auth(owner.tenant), checks=CONFORMANCE_CHECKS)
+
+
+@conformance_schema.hook
+def flatmap_body(context: Any, body: Any) -> st.SearchStrategy[Any]:
+    if body is NOT_SET or not isinstance(body, dict | list):
+        return st.just(body)
+    variants = hostile_variants(body)
+    if isinstance(body, dict) and body:
+        variants.append(_deeply_nested(body))
+    return st.sampled_from(variants)
+
+
+@conformance_schema.hook
+def flatmap_query(context: Any, query: Any) -> st.SearchStrategy[Any]:
+    if not isinstance(query, dict):
+        return st.just(query)
+    changed, done = _replace_first_leaf(query, int, HUGE_INTEGER)
+    return st.sampled_from([query, changed]) if done else st.just(query)
+
+
+def test_hostile_variants_reach_strings_integers_and_nesting():
+    body = {"role": "user", "n": [1, {"k": "v"}]}
+    assert hostile_variants(body) == [
+        body,
+        b'{"role": "a\\ud800b", "n": [1, {"k": "v"}]}',
+        b'{"role": "user", "n": [100000000000000000000, {"k": "v"}]}',
+    ]
+    nested = _deeply_nested(body)
+    assert nested.startswith(b'{"role": ' + b"[" * DEEP_NESTING) and nested.count(b"[") == DEEP_NESTING + 1
 
 
 # --- stateful -------------------------------------------------------------------------------
