@@ -196,3 +196,31 @@ def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
 
 def to_dict(config: ManagedMemoryConfig) -> dict[str, Any]:
     return dataclasses.asdict(config)
+
+
+def json_schema(cls: type = ManagedMemoryConfig) -> dict[str, Any]:
+    """The JSON Schema of a (partial) config, from the dataclasses above: the API documents the
+    settings it takes, so clients and schema-driven tools see each name, type and bound."""
+    hints = get_type_hints(cls)
+    properties: dict[str, Any] = {}
+    for item in dataclasses.fields(cls):
+        hint = hints[item.name]
+        if dataclasses.is_dataclass(hint):
+            properties[item.name] = json_schema(hint)  # type: ignore[arg-type]
+        else:
+            properties[item.name] = _value_schema(hint)
+    return {"type": "object", "properties": properties, "additionalProperties": False}
+
+
+def _value_schema(hint: Any) -> dict[str, Any]:
+    if hint is bool:
+        return {"type": "boolean"}
+    if hint is int:
+        return {"type": "integer", "maximum": MAX_SETTING_INT}
+    if hint == int | None:
+        return {"type": "integer", "maximum": MAX_SETTING_INT, "nullable": True}
+    if hint is float:
+        return {"type": "number"}
+    if hint == list[str]:
+        return {"type": "array", "items": {"type": "string"}}
+    return {"type": "string"}

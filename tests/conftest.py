@@ -60,6 +60,13 @@ def _context_ledger_written_at_once(settings) -> None:
     settings.CONTEXT_LEDGER_FLUSH_SECONDS = 0
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings) -> None:
+    """Tests create many dashboard users with passwords; PBKDF2's million rounds cost about
+    0.2 s a user. No test process but this one checks these passwords."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def tenant(db) -> Tenant:
     return make_tenant("alpha")

@@ -12,6 +12,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import empty
 
+from memory_app import memory_config
 from memory_app.images import ImageRejected, validate_image_ref
 from memory_app.models import CompactionRun, MemoryEvent, MemoryType, Message, Session
 from memory_app.services import MESSAGE_FIELDS, split_system_prompt
@@ -42,6 +43,11 @@ def _validate_part(part: object) -> dict[str, Any]:
             raise serializers.ValidationError("an image_url part needs an object 'image_url' with 'url'")
         _check_image(image.get("url"))
     return part
+
+
+@extend_schema_field(memory_config.json_schema())
+class MemoryConfigField(serializers.JSONField):
+    """A session's managed-memory settings, documented setting by setting (validated by the service)."""
 
 
 @extend_schema_field(
@@ -259,8 +265,8 @@ class SessionInputSerializer(serializers.Serializer):
     memory_type = serializers.ChoiceField(choices=MemoryType.choices, required=False)
     # an object (MemoryManager.save_to_file's additional_state) or null; never a list or a scalar
     additional_state = serializers.DictField(required=False, allow_null=True)
-    memory_config = serializers.JSONField(
-        required=False, help_text="Seed 003's ManagedMemoryConfig as JSON (partial; defaults fill the rest)."
+    memory_config = MemoryConfigField(
+        required=False, help_text="The managed-memory settings (partial; defaults fill the rest)."
     )
 
     def validate_memory_config(self, value: Any) -> Any:
@@ -276,7 +282,7 @@ class SessionOutputSerializer(serializers.ModelSerializer):
     message_count = serializers.SerializerMethodField()
     metadata = serializers.JSONField(read_only=True)
     additional_state = serializers.JSONField(read_only=True)
-    memory_config = serializers.JSONField(read_only=True)
+    memory_config = MemoryConfigField(read_only=True)
 
     class Meta:
         model = Session

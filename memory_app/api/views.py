@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpResponse, HttpResponseBase
-from drf_spectacular.utils import OpenApiTypes, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiExample, OpenApiTypes, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.renderers import JSONRenderer
@@ -64,7 +64,21 @@ class SessionListCreateView(TeamScopedView):
         return paginator.get_paginated_response(s.SessionOutputSerializer(page, many=True).data)
 
     @extend_schema(
-        request=s.SessionInputSerializer, responses={201: s.SessionOutputSerializer}, parameters=[KEY_PARAMETER]
+        request=s.SessionInputSerializer,
+        responses={201: s.SessionOutputSerializer},
+        parameters=[KEY_PARAMETER],
+        examples=[
+            OpenApiExample(
+                "A managed conversation",
+                value={
+                    "external_id": "ticket-4711",
+                    "system_prompt": "You are a careful coding agent.",
+                    "memory_type": "managed_conversation",
+                    "memory_config": {"threshold_tokens": 64000, "active_context": {"min_reduction_ratio": 0.4}},
+                },
+                request_only=True,
+            )
+        ],
     )
     def post(self, request: Request) -> Response:
         serializer = s.SessionInputSerializer(data=request.data)

@@ -24,8 +24,7 @@ LOGIN_PAGES = {"/accounts/login/": "registration/login.html", "/admin/login/": "
 
 @pytest.fixture(autouse=True)
 def throttle_settings(settings) -> None:
-    """Small limits, a cache of this test's own, and a fast password hash."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    """Small limits and a cache of this test's own."""
     settings.LOGIN_MAX_FAILURES = 3
     settings.LOGIN_MAX_FAILURES_PER_IP = 5
     settings.LOGIN_LOCKOUT_SECONDS = 900
