@@ -1,0 +1,50 @@
+"""The OpenAPI schema is what clients and external checks code against: it changes only on purpose.
+
+`api_schema.json` is the schema as served; a difference that is not a reordering fails here.
+After a deliberate API change, write the new copy with
+`python -m tests.memsite.test_api_schema_snapshot` and review its diff like code.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import Client
+
+SNAPSHOT = Path(__file__).with_name("api_schema.json")
+
+
+def served_schema() -> dict[str, Any]:
+    return Client().get("/api/schema/?format=json").json()
+
+
+def _differences(stored: Any, served: Any, path: str = "") -> list[str]:
+    """Where two JSON documents differ, key order aside (lists keep their order)."""
+    if isinstance(stored, dict) and isinstance(served, dict):
+        found = [f"{path}/{key}: only in the snapshot" for key in stored.keys() - served.keys()]
+        found += [f"{path}/{key}: only in the served schema" for key in served.keys() - stored.keys()]
+        for key in stored.keys() & served.keys():
+            found += _differences(stored[key], served[key], f"{path}/{key}")
+        return found
+    if stored != served:
+        return [f"{path}: {json.dumps(stored)[:120]} != {json.dumps(served)[:120]}"]
+    return []
+
+
+@pytest.mark.django_db
+def test_the_served_schema_matches_the_stored_copy_up_to_order():
+    differences = _differences(json.loads(SNAPSHOT.read_text()), served_schema())
+    assert differences == [], "\n".join(sorted(differences)[:40])
+
+
+if __name__ == "__main__":  # rewrite the stored copy
+    import os
+
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memsite.settings")
+    django.setup()
+    SNAPSHOT.write_text(json.dumps(served_schema(), indent=1, sort_keys=True, ensure_ascii=False) + "\n")
