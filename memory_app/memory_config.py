@@ -1,81 +1,39 @@
-"""Seed 003's ManagedMemoryConfig as validated JSON. Pure: no Django import.
+"""A session's managed-memory config as validated JSON. Pure: no Django import.
 
-Names and defaults are the seed's (marsys 0.2.1). A session stores its full effective
-config; `parse_config` fills defaults, refuses unknown keys and wrong types, and names
-the offending path (`active_context.summarization.output_max_tokens`).
+A session stores its full effective config; `parse_config` fills defaults, refuses unknown
+keys and wrong types, and names the offending path (`active_context.summarization.output_max_tokens`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
-PROCESSORS = ("tool_truncation", "summarization", "backward_packing")
-MODES = ("compaction", "sliding_window")
-TRIGGER_EVENTS = ("add", "get_messages")
-CACHE_EVENTS = ("add", "remove_by_id", "delete_memory")
+from memory_client.vocabulary.config import (
+    CACHE_EVENTS,
+    MODES,
+    PROCESSORS,
+    TRIGGER_EVENTS,
+    ActiveContextPolicyConfig,
+    ManagedMemoryConfig,
+    shared_fields,
+    to_json,
+)
 
-
-@dataclass
-class ToolTruncationConfig:
-    enabled: bool = True
-    max_tool_message_tokens: int = 1200
-    grace_recent_messages: int = 1
-    append_marker: str = " [truncated]"
-    include_tool_payload_user_messages: bool = True
-
-
-@dataclass
-class SlidingWindowConfig:
-    enabled: bool = True
-    headroom_percent: float = 0.1
-
-
-@dataclass
-class SummarizationConfig:
-    enabled: bool = True
-    grace_recent_messages: int = 1
-    output_max_tokens: int = 6000
-    prompt_mode: str = "generic"
-    include_original_instruction: bool = True
-    include_image_payload_bytes: bool = False
-    max_retained_images: int | None = None
-
-
-@dataclass
-class BackwardPackingConfig:
-    grace_recent_messages: int = 1
-
-
-@dataclass
-class ActiveContextPolicyConfig:
-    enabled: bool = True
-    mode: str = "compaction"
-    sliding_window: SlidingWindowConfig = field(default_factory=SlidingWindowConfig)
-    processor_order: list[str] = field(default_factory=lambda: list(PROCESSORS))
-    excluded_processors: list[str] = field(default_factory=list)
-    min_reduction_ratio: float = 0.4
-    tool_truncation: ToolTruncationConfig = field(default_factory=ToolTruncationConfig)
-    summarization: SummarizationConfig = field(default_factory=SummarizationConfig)
-    backward_packing: BackwardPackingConfig = field(default_factory=BackwardPackingConfig)
-
-    def uses(self, processor: str) -> bool:
-        return processor in self.processor_order and processor not in self.excluded_processors
-
-
-@dataclass
-class ManagedMemoryConfig:
-    threshold_tokens: int = 150_000
-    image_token_estimate: int = 800
-    trigger_events: list[str] = field(default_factory=lambda: list(TRIGGER_EVENTS))
-    cache_invalidation_events: list[str] = field(default_factory=lambda: list(CACHE_EVENTS))
-    active_context: ActiveContextPolicyConfig = field(default_factory=ActiveContextPolicyConfig)
-
-    @property
-    def compaction_target_tokens(self) -> int:
-        """threshold x (1 - min_reduction_ratio), as in the seed."""
-        return int(self.threshold_tokens * (1 - self.active_context.min_reduction_ratio))
+# The settings themselves are defined once, with the client (memory_client.vocabulary.config).
+__all__ = [
+    "CACHE_EVENTS",
+    "MODES",
+    "PROCESSORS",
+    "TRIGGER_EVENTS",
+    "ActiveContextPolicyConfig",
+    "ConfigError",
+    "ManagedMemoryConfig",
+    "json_schema",
+    "merge",
+    "parse_config",
+    "to_dict",
+]
 
 
 class ConfigError(ValueError):
@@ -145,7 +103,7 @@ def _build(cls: type, data: Any, path: str, errors: dict[str, list[str]]) -> Any
         errors[path or "memory_config"] = ["must be an object"]
         return cls()
     hints = get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = {f.name for f in shared_fields(cls)}
     for unknown in sorted(set(data) - names):
         errors[f"{path}.{unknown}" if path else unknown] = ["unknown setting"]
     values: dict[str, Any] = {}
@@ -195,7 +153,7 @@ def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
 
 
 def to_dict(config: ManagedMemoryConfig) -> dict[str, Any]:
-    return dataclasses.asdict(config)
+    return to_json(config)
 
 
 def json_schema(cls: type = ManagedMemoryConfig) -> dict[str, Any]:
@@ -203,7 +161,7 @@ def json_schema(cls: type = ManagedMemoryConfig) -> dict[str, Any]:
     settings it takes, so clients and schema-driven tools see each name, type and bound."""
     hints = get_type_hints(cls)
     properties: dict[str, Any] = {}
-    for item in dataclasses.fields(cls):
+    for item in shared_fields(cls):
         hint = hints[item.name]
         if dataclasses.is_dataclass(hint):
             properties[item.name] = json_schema(hint)  # type: ignore[arg-type]

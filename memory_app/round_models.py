@@ -10,20 +10,18 @@ from __future__ import annotations
 from django.db import models
 
 from memory_app.models import Message, Session, Team, VerbatimJSONField
-from memory_client.conversation import ATTACHMENT_TYPES
+from memory_client.vocabulary.conversation import ATTACHMENT_TYPES, ROUND_STATES, SCOPES
 
 
 class Round(models.Model):
     """One user query and the posts the roles exchanged to answer it."""
 
-    class State(models.TextChoices):
-        CREATED = "created", "created"
-        FINISHED = "finished", "finished"
-        FAILED = "failed", "failed"
+    # CREATED, FINISHED, FAILED: the round states the client speaks too.
+    State = models.TextChoices("State", [(state.upper(), (state, state)) for state in ROUND_STATES])
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="rounds")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="rounds")
-    # The seed's id ("round-..."): client-chosen or generated, unique in its session; the API's key.
+    # The round's id ("round-..."): client-chosen or generated, unique in its session; the API's key.
     round_id = models.CharField(max_length=64)
     order = models.PositiveIntegerField()  # 1, 2, ... within the session
     user_query = models.TextField(blank=True)
@@ -69,9 +67,8 @@ class SharedMemoryEntry(models.Model):
     attachment (then `attachment` links it, and the post's sender is `created_by`).
     """
 
-    class Scope(models.TextChoices):
-        ROUND = "round", "round"
-        CONVERSATION = "conversation", "conversation"
+    # ROUND, CONVERSATION: the shared-memory scopes the client speaks too.
+    Scope = models.TextChoices("Scope", [(scope.upper(), (scope, scope)) for scope in SCOPES])
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="shared_memory_entries")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="shared_memory_entries")

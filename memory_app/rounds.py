@@ -20,7 +20,7 @@ from memory_app import services
 from memory_app.events import event_record
 from memory_app.models import MemoryEvent, Message, Session, Team
 from memory_app.round_models import Attachment, Round, SharedMemoryEntry
-from memory_client.conversation import ATTACHMENT_TYPES, ROUND_STATES, SCOPES, new_id
+from memory_client.vocabulary.conversation import ATTACHMENT_TYPES, ROUND_STATES, SCOPES, new_id
 from memsite.errors import Conflict, InvalidInput
 
 logger = logging.getLogger(__name__)

@@ -29,23 +29,10 @@ from memory_app.models import (
     Team,
     TeamMembership,
 )
-from memory_client.openai_format import to_openai_message
+from memory_client.vocabulary.messages import MESSAGE_FIELDS, to_openai_message
 from memsite.errors import InvalidInput, NotFound
 
-EXPORT_FIELDS = (
-    "role",
-    "content",
-    "name",
-    "tool_calls",
-    "tool_call_id",
-    "agent_calls",
-    "structured_data",
-    "reasoning_details",
-    "images",
-    "send_from",
-    "send_to",
-    "meta",
-)
+EXPORT_FIELDS = MESSAGE_FIELDS
 _CONTEXT_FIELDS = ("seq", "role", "content", "name", "tool_calls", "tool_call_id", "images", "token_count")
 
 

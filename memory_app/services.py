@@ -22,23 +22,10 @@ from memory_app.events import event_record
 from memory_app.memory_config import parse_config
 from memory_app.models import ApiKey, CompactionRun, MemoryEvent, MemoryType, Message, Session, Team, WebhookDelivery
 from memory_app.selectors import latest_done_run
+from memory_client.vocabulary.messages import MESSAGE_FIELDS
 from memsite.errors import Conflict, InvalidInput, MessageIdReused, NotFound
 
 # Fields a message row takes from validated input (everything but the server's own).
-MESSAGE_FIELDS = (
-    "role",
-    "content",
-    "name",
-    "tool_calls",
-    "tool_call_id",
-    "agent_calls",
-    "structured_data",
-    "reasoning_details",
-    "images",
-    "send_from",
-    "send_to",
-    "meta",
-)
 # A tool result must answer a call made by one of this many most recent tool-calling
 # assistant messages; older calls are long closed in any real agent loop.
 TOOL_CALL_LOOKBACK = 50

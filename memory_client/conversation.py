@@ -1,71 +1,26 @@
-"""Seed 000's conversation data model: Conversation > Round > Post > Attachment, and SharedMemoryEntry.
+"""The conversation data model: Conversation > Round > Post > Attachment, and SharedMemoryEntry.
 
 Pure dataclasses (no HTTP, no Django): the server validates attachment types against the same
-`AttachmentType`, and `to_dict`/`from_dict` give the seed's shapes, which is also what
-`GET /api/v1/sessions/{id}/conversation/` exports.
+`AttachmentType` (memory_client.vocabulary), and `to_dict`/`from_dict` give the conversation
+file shapes, which is also what `GET /api/v1/sessions/{id}/conversation/` exports.
 
-Backward compatibility as in the seed: `Attachment.from_dict` returns None for a removed or
-unknown type (e.g. `init_plan`), and `Post.from_dict` leaves those out.
+Backward compatible with older conversation files: `Attachment.from_dict` returns None for a
+removed or unknown type (e.g. `init_plan`), and `Post.from_dict` leaves those out.
 """
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, Literal
 
-RoundState = Literal["created", "finished", "failed"]
-ROUND_STATES: tuple[str, ...] = ("created", "finished", "failed")
-SCOPES: tuple[str, ...] = ("round", "conversation")
-
-
-class AttachmentType(Enum):
-    """The seed's full list; anything else is a removed type."""
-
-    # Planner
-    plan = "plan"
-    current_plan_step = "current_plan_step"
-    plan_reasoning = "plan_reasoning"
-    stop = "stop"
-
-    # CodeInterpreter - code generation
-    thought = "thought"
-    reply_type = "reply_type"
-    reply_content = "reply_content"
-    verification = "verification"
-
-    # CodeInterpreter - execution
-    code_error = "code_error"
-    execution_status = "execution_status"
-    execution_result = "execution_result"
-    artifact_paths = "artifact_paths"
-    revise_message = "revise_message"
-
-    # Function calling
-    function = "function"
-
-    # WebExplorer
-    web_exploring_plan = "web_exploring_plan"
-    web_exploring_screenshot = "web_exploring_screenshot"
-    web_exploring_link = "web_exploring_link"
-
-    # Shared state
-    session_variables = "session_variables"
-    shared_memory_entry = "shared_memory_entry"
-
-    # Misc
-    invalid_response = "invalid_response"
-    text = "text"
-    image_url = "image_url"
-
-
-ATTACHMENT_TYPES: tuple[str, ...] = tuple(member.value for member in AttachmentType)
-
-
-def new_id(prefix: str) -> str:
-    """An id in the seed's style: `round-`, `post-`, `atta-`, `sme-` + 12 hex digits."""
-    return f"{prefix}-{secrets.token_hex(6)}"
+from memory_client.vocabulary.conversation import (  # noqa: F401 - the client's public names
+    ATTACHMENT_TYPES,
+    ROUND_STATES,
+    SCOPES,
+    AttachmentType,
+    RoundState,
+    new_id,
+)
 
 
 @dataclass
@@ -85,7 +40,7 @@ class Attachment:
 
     @staticmethod
     def from_dict(content: dict[str, Any]) -> Attachment | None:
-        """None for a removed or unknown type (the seed's backward compatibility)."""
+        """None for a removed or unknown type (older files stay readable)."""
         if content.get("type") not in ATTACHMENT_TYPES:
             return None
         return Attachment.create(

@@ -31,8 +31,8 @@ from memory_client.messages import (
     convert_calls,
     image_url,
 )
-from memory_client.openai_format import to_llm_dict
 from memory_client.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT, HttpApi, new_idempotency_key
+from memory_client.vocabulary.messages import CHAT_MESSAGE_FIELDS, to_llm_dict
 
 logger = logging.getLogger(__name__)
 
@@ -46,17 +46,7 @@ _BATCH_MESSAGES = 100
 _BATCH_BYTES = 8 * 1024 * 1024
 # The fields a replace_memory() sets: every field of marsys's Message. send_from/send_to/meta
 # are memsite's own and stay as they were.
-_REPLACED_FIELDS = (
-    "role",
-    "content",
-    "name",
-    "tool_calls",
-    "tool_call_id",
-    "agent_calls",
-    "structured_data",
-    "reasoning_details",
-    "images",
-)
+_REPLACED_FIELDS = CHAT_MESSAGE_FIELDS
 
 
 def _as_uuid(value: object) -> str | None:

@@ -15,23 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from memory_client.errors import MessageError
-from memory_client.openai_format import to_llm_dict
+from memory_client.vocabulary.messages import MESSAGE_FIELDS, to_llm_dict
 
 # Keys of a stored/exported message the client sends back when it loads or replaces one.
-WIRE_FIELDS = (
-    "role",
-    "content",
-    "name",
-    "tool_calls",
-    "tool_call_id",
-    "agent_calls",
-    "structured_data",
-    "reasoning_details",
-    "images",
-    "send_from",
-    "send_to",
-    "meta",
-)
+WIRE_FIELDS = MESSAGE_FIELDS
 
 _MAGIC = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),

@@ -16,7 +16,7 @@ from memory_app.api.serializers import MAX_TEXT_CHARS
 from memory_app.models import Message
 from memory_app.round_models import Round, ScratchEntry, SharedMemoryEntry
 from memory_app.rounds import ROUND_ID, ROUND_ID_RULE, SHARED_MEMORY_TYPE, shared_entry_problem
-from memory_client.conversation import ATTACHMENT_TYPES
+from memory_client.vocabulary.conversation import ATTACHMENT_TYPES
 from memsite import safe_yaml
 from memsite.parsers import INT_MAX, check_body
 

@@ -1,0 +1,102 @@
+"""A stored message's fields, and the dict an LLM API receives for it.
+
+`to_llm_dict` is the conversation memory's `Message.to_llm_dict()` with one difference: images
+are already data URLs or http(s) URLs (the server never reads paths), so they become
+`image_url` content parts as they are. `to_openai_message` drops the non-OpenAI extras
+(`reasoning_details`) for the context endpoint, whose output goes to an LLM unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+# The fields of a chat message as the conversation memory (and the reference library) defines
+# it: what `replace_memory` sets.
+CHAT_MESSAGE_FIELDS: tuple[str, ...] = (
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "agent_calls",
+    "structured_data",
+    "reasoning_details",
+    "images",
+)
+# Every field a client writes and the server stores and exports: the chat fields plus memsite's
+# multi-agent routing (`send_from`, `send_to`) and free-form `meta`.
+MESSAGE_FIELDS: tuple[str, ...] = (*CHAT_MESSAGE_FIELDS, "send_from", "send_to", "meta")
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _image_parts(images: list[str]) -> list[dict[str, Any]]:
+    return [{"type": "image_url", "image_url": {"url": url}} for url in images if url]
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, (dict, list)):
+        return _compact_json(content)
+    return str(content)
+
+
+def _tool_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    # OpenAI requires a string for tool results.
+    content = message.get("content")
+    result: dict[str, Any] = {"role": "tool", "content": "" if content is None else _text_of(content)}
+    if message.get("tool_call_id"):
+        result["tool_call_id"] = message["tool_call_id"]
+    if message.get("name"):
+        result["name"] = message["name"]
+    return result
+
+
+def _content_for_llm(content: Any, images: list[str]) -> Any:
+    if isinstance(content, list):
+        return list(content) + _image_parts(images)
+    if images:
+        parts: list[dict[str, Any]] = []
+        if content is not None and _text_of(content).strip():
+            parts.append({"type": "text", "text": _text_of(content)})
+        return parts + _image_parts(images)
+    if isinstance(content, dict):
+        return _compact_json(content)
+    return content
+
+
+def to_llm_dict(message: Mapping[str, Any]) -> dict[str, Any]:
+    """The LLM dict: role, content, and name/tool_calls/reasoning_details when set."""
+    if message.get("role") == "tool":
+        return _tool_message(message)
+    result: dict[str, Any] = {
+        "role": message["role"],
+        "content": _content_for_llm(message.get("content"), list(message.get("images") or [])),
+    }
+    if message.get("name"):
+        result["name"] = message["name"]
+    if message.get("tool_calls"):
+        result["tool_calls"] = [
+            {
+                "id": call["id"],
+                "type": call.get("type", "function"),
+                "function": {
+                    "name": call["function"]["name"],
+                    "arguments": call["function"]["arguments"],
+                },
+            }
+            for call in message["tool_calls"]
+        ]
+    if message.get("reasoning_details"):
+        result["reasoning_details"] = message["reasoning_details"]
+    return result
+
+
+def to_openai_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """Exactly OpenAI's chat message format: no keys the API does not define."""
+    result = to_llm_dict(message)
+    result.pop("reasoning_details", None)
+    return result
