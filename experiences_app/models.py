@@ -1,4 +1,4 @@
-"""Handcrafted experiences (seed 000), their revisions, the team's selection settings and the selection log."""
+"""Handcrafted experiences, their revisions, the team's selection settings and the selection log."""
 
 from __future__ import annotations
 
@@ -71,10 +71,10 @@ class ExperienceRevision(models.Model):
 
 
 class TeamExperienceConfig(models.Model):
-    """Seed 000's Configuration, per team: `<role>.use_experience`, the selection prompt, the LLM alias."""
+    """The experience configuration, per team: `<role>.use_experience`, the selection prompt, the LLM alias."""
 
     team = models.OneToOneField(Team, on_delete=models.CASCADE, related_name="experience_config")
-    # {"planner": true, "code_generator": false}; a role not listed uses experiences (seed default).
+    # {"planner": true, "code_generator": false}; a role not listed uses experiences (the default).
     use_experience = JSONField(default=dict, blank=True)
     # Replaces the default selection template when not empty (`experience.selection_prompt_path`).
     selection_template = models.TextField(blank=True, default="")
@@ -88,7 +88,7 @@ class TeamExperienceConfig(models.Model):
 
 
 class SelectionLog(models.Model):
-    """One selection: what the LLM was shown, what it answered and what was chosen (seed 000's prompt log)."""
+    """One selection: what the LLM was shown, what it answered and what was chosen (the selection's prompt log)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="selection_logs")

@@ -1,6 +1,6 @@
 """Experience selection: the prompt, the answer parser, the injected block, the offline ranking. Pure.
 
-Seed 000 ("Selection Flow"): candidates are filtered by `who`, only their `when` texts go into
+The selection flow: candidates are filtered by `who`, only their `when` texts go into
 the selection prompt template (placeholders `{experiences}`, `{user_query}`, `{context}`,
 literal braces doubled as for `str.format`), the LLM answers a JSON object `{"id": true/false}`
 (arrays and plain text are accepted too), and `format_experience_in_prompt` injects only the
@@ -22,7 +22,7 @@ from typing import Any
 
 PLACEHOLDERS = ("experiences", "user_query", "context")
 
-# Seed 000 gives the placeholders and the answer form, not the wording; this is memsite's.
+# The selection flow fixes the placeholders and the answer form, not the wording; this is memsite's.
 DEFAULT_SELECTION_TEMPLATE = """\
 You select which handcrafted experiences apply to an AI agent's current task.
 Each candidate experience has an id and a "when" text: the situation in which it applies.
@@ -180,7 +180,7 @@ def _answer_ids(value: Any, candidates: set[str]) -> set[str] | None:
         return {item_id for item_id in ids if item_id in candidates}
     if not isinstance(value, dict):
         return None
-    # The seed's form: every key an id. A key that is a candidate, or any true/false value,
+    # The object form `{"id": true/false}`: every key an id. A key that is a candidate, or any true/false value,
     # marks it (a model answering only about ids that are not candidates selects nothing).
     if candidates & value.keys() or any(isinstance(v, bool) for v in value.values()):
         return {key for key, flag in value.items() if key in candidates and _is_true(flag)}
@@ -227,7 +227,7 @@ def format_experience_in_prompt(selected: Sequence[tuple[str, str]]) -> str:
     """The block injected into the role's prompt: only the `what` texts, delimited and named.
 
     Empty when nothing was selected, so the role's prompt is unchanged. The delimiter lines follow
-    the handcrafted-experience block of the system seed 000 describes; a `what` cannot forge one.
+    TaskWeaver's handcrafted-experience block; a `what` cannot forge one.
     """
     if not selected:
         return ""

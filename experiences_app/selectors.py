@@ -84,7 +84,7 @@ def experience_roles(*, team: Team) -> list[str]:
 
 
 def experience_candidates(*, team: Team, role: str) -> list[Experience]:
-    """Approved experiences whose `who` names the role or is empty, by exp_id (seed 000's who filter)."""
+    """Approved experiences whose `who` names the role or is empty, by exp_id (the selection's `who` filter)."""
     rows = _for_role(Experience.objects.filter(team=team, status=Experience.Status.APPROVED), role).only(
         "exp_id", "who", "when", "what"
     )
@@ -155,7 +155,7 @@ def config_uses_experience(config: TeamExperienceConfig, role: str) -> bool:
 def session_role_context(*, session: Session, role: str) -> str:
     """The recent conversation the role took part in, oldest first, bounded in messages and characters.
 
-    Like seed 000's `memory.get_role_rounds(role)`: messages sent from or to the role; a session
+    Like TaskWeaver's `memory.get_role_rounds(role)`: messages sent from or to the role; a session
     without multi-agent addressing (no message names the role) gives its recent messages instead.
     """
     limit = settings.EXPERIENCE_CONTEXT_MESSAGES
@@ -212,7 +212,7 @@ def _file_part(value: str, default: str) -> str:
 
 
 def selection_log_file(*, log: SelectionLog) -> PromptLogFile:
-    """Seed 000's prompt log: the prompt messages as JSON, named
+    """The selection's prompt log: the prompt messages as JSON, named
     `{role}_experience_selection_log_{round}_{post}.json` (role lower-cased; "0" for a missing part)."""
     role = _file_part(log.role.lower(), "role")
     name = f"{role}_experience_selection_log_{_file_part(log.round_id, '0')}_{_file_part(log.post_id, '0')}.json"

@@ -1,5 +1,5 @@
 """Every write to experiences: create/edit/review with a revision per change, YAML import/export,
-the team's selection settings, and the LLM selection itself (seed 000's Selection Flow).
+the team's selection settings, and the LLM selection itself (the selection flow).
 
 `experience_select` calls an LLM, so it is not atomic: it reads, calls the backend outside any
 transaction, then writes its SelectionLog row in one statement.
@@ -195,7 +195,7 @@ def experiences_import(
     dry_run: bool = False,
     approve: bool = False,
 ) -> dict[str, Any]:
-    """Import seed-format files, deduplicated by exp_id; one bad file never stops the others.
+    """Import handcrafted_exp_*.yaml files, deduplicated by exp_id; one bad file never stops the others.
 
     The report lists {file, exp_id} under created / updated / unchanged, and {file, line, error}
     under rejected. `approve` approves what the import creates or changes (unchanged experiences
@@ -243,8 +243,8 @@ def _fields(data: ExperienceData) -> dict[str, Any]:
 
 
 def experiences_export(*, team: Team, status: str | None = None) -> list[tuple[str, bytes]]:
-    """Every experience (or those with `status`) as seed-format files, by exp_id. Status is not
-    part of the seed's format; importing the files back changes nothing."""
+    """Every experience (or those with `status`) as handcrafted_exp_*.yaml files, by exp_id. Status is not
+    part of the experience file format; importing the files back changes nothing."""
     experiences = Experience.objects.filter(team=team).order_by("exp_id")
     if status:
         experiences = experiences.filter(status=status)

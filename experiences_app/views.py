@@ -46,7 +46,7 @@ REVISIONS_SHOWN = 100
 SESSIONS_OFFERED = 50  # the newest sessions in the "try selection" picker
 MAX_UPLOADS = 500
 MAX_ROLE_CHARS = 200
-# Seed 000's configuration names these two roles; they are always offered on the settings page.
+# The experience configuration names these two roles; they are always offered on the settings page.
 SEED_ROLES = ("planner", "code_generator")
 STATUS_LABELS = dict(Experience.Status.choices)
 
@@ -424,7 +424,7 @@ def experience_try(request: HttpRequest, *, team: Team, teams: list[Team]) -> Ht
 
 @team_page
 def selection_log_download(request: HttpRequest, log_id: str, *, team: Team, teams: list[Team]) -> HttpResponse:
-    """Seed 000's prompt log of one selection, `{role}_experience_selection_log_{round}_{post}.json`."""
+    """The prompt log of one selection, `{role}_experience_selection_log_{round}_{post}.json`."""
     try:
         log = selectors.selection_log_get(team=team, log_id=log_id)
     except NotFound as exc:
@@ -496,7 +496,7 @@ def experience_export(request: HttpRequest, *, team: Team, teams: list[Team]) ->
 
 
 def _config_roles(team: Team, config: TeamExperienceConfig) -> list[tuple[str, bool]]:
-    """Every role worth a switch (seed 000's two, those configured, those experiences name)."""
+    """Every role worth a switch (the configuration's two, those configured, those experiences name)."""
     names: dict[str, str] = {}
     for role in (*SEED_ROLES, *config.use_experience, *selectors.experience_roles(team=team)):
         names.setdefault(selectors.role_key(role), role)

@@ -1,6 +1,6 @@
-"""Experience files in seed 000's format, and zip archives of them. Pure: no Django import.
+"""Experience files (handcrafted_exp_*.yaml), and zip archives of them. Pure: no Django import.
 
-Seed 000 ("Experience File Format"): one file per experience, named `handcrafted_exp_{anything}.yaml`
+The experience file format: one file per experience, named `handcrafted_exp_{anything}.yaml`
 (the loader globs `handcrafted_exp_*.yaml`, so `.yml` is not an experience file), holding
 
     exp_id: file-validation
@@ -42,7 +42,7 @@ EXP_ID_MAX_LENGTH = 100
 # A slug (Django's validate_slug alphabet) starting with a letter or digit: it names files
 # (`handcrafted_exp_{exp_id}.yaml`) and is matched in LLM answers, so no spaces or punctuation.
 EXP_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
-FILE_NAME_PATTERN = re.compile(r"handcrafted_exp_[^/\\]*\.yaml")  # seed 000's glob, nothing more
+FILE_NAME_PATTERN = re.compile(r"handcrafted_exp_[^/\\]*\.yaml")  # the experience loader's glob, nothing more
 MAX_ZIP_MEMBERS = 5_000
 MAX_ZIP_TOTAL_BYTES = 32 * 1024 * 1024  # uncompressed bytes actually read from one archive
 ZIP_TIMESTAMP = (1980, 1, 1, 0, 0, 0)  # the earliest zip date: a fixed one makes archives reproducible
@@ -57,7 +57,7 @@ _LINE_BREAKS = re.compile(r"\r\n|[\r\x85\u2028\u2029]")
 @dataclass(frozen=True)
 class ExperienceData:
     exp_id: str
-    who: list[str]  # empty = every role (seed 000)
+    who: list[str]  # empty = every role
     when: str  # the selection criteria the selecting LLM reads
     what: str  # the instructions injected into the role's prompt
 
@@ -117,8 +117,8 @@ def exp_id_problem(exp_id: Any) -> str | None:
 def clean_text(text: str) -> str:
     """The stored form of `when`/`what`: "\\n" line breaks, no trailing blanks on lines or ends.
 
-    Trailing blanks cannot be written in a YAML block scalar, and the seed's files put text in
-    block scalars, so removing them keeps exported files in the seed's format.
+    Trailing blanks cannot be written in a YAML block scalar, and experience files put text in
+    block scalars, so removing them keeps exported files in the experience file format.
     """
     lines = _LINE_BREAKS.sub("\n", text).split("\n")
     return "\n".join(line.rstrip() for line in lines).strip()
@@ -145,7 +145,7 @@ def validate_experience(*, exp_id: Any, who: Any, when: Any, what: Any) -> Exper
 
 
 def _roles(who: Any) -> tuple[list[str], list[str]]:
-    # Seed 000: a list of roles; a single string is one role; missing/null/empty means all roles.
+    # `who`: a list of roles; a single string is one role; missing/null/empty means all roles.
     if who is None or who == "":
         return [], []
     items = [who] if isinstance(who, str) else who
@@ -213,7 +213,7 @@ def parse_experience_files(
 ) -> tuple[list[tuple[str, ExperienceData]], list[FileError]]:
     """Every good file's experience (in the given order) and every bad file's error.
 
-    Seed 000's loader dedupes by exp_id; here the first file with an exp_id wins and a later one
+    The experience loader dedupes by exp_id; here the first file with an exp_id wins and a later one
     is rejected naming the first, so a duplicate is reported rather than silently dropped.
     """
     parsed: list[tuple[str, ExperienceData]] = []
@@ -268,7 +268,7 @@ def _parse(name: str, data: bytes) -> tuple[ExperienceData, int | None]:
         if "when" in value or "what" in value:
             line = lines.get(LEGACY_TEXT_FIELD)
             raise fail(f"{LEGACY_TEXT_FIELD!r} (legacy) cannot be combined with 'when'/'what'", line)
-        # Seed 000, backward compatibility: the legacy text is both the criteria and the instructions.
+        # Backward compatibility (`experience_text`): the legacy text is both the criteria and the instructions.
         when = what = value[LEGACY_TEXT_FIELD]
     if "exp_id" not in value:
         raise fail("'exp_id' is required", 1)
@@ -317,17 +317,17 @@ def _key_lines(root: yaml.MappingNode, fail: Any) -> dict[str, int]:
 
 
 class _BlockText(str):
-    """Text to write as a `|` block scalar, as the seed's files do."""
+    """Text to write as a `|` block scalar, as experience files do."""
 
 
 class _SeedDumper(yaml.SafeDumper):
     def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
-        # The seed indents list items under their key ("who:\n  - Role"); PyYAML would not.
+        # Experience files indent list items under their key ("who:\n  - Role"); PyYAML would not.
         super().increase_indent(flow, False)
 
 
 def _represent_block(dumper: yaml.SafeDumper, text: _BlockText) -> yaml.ScalarNode:
-    # The trailing "\n" makes PyYAML write `|` (not `|-`), like the seed; clean_text strips it on
+    # The trailing "\n" makes PyYAML write `|` (not `|-`), like experience files; clean_text strips it on
     # load. Text a block cannot hold (e.g. leading blanks on the first line) falls back to quotes.
     return dumper.represent_scalar("tag:yaml.org,2002:str", f"{text}\n", style="|")
 
@@ -340,7 +340,7 @@ def experience_file_name(exp_id: str) -> str:
 
 
 def dump_experience_file(exp: ExperienceData) -> tuple[str, bytes]:
-    """The file name and UTF-8 bytes of one experience in seed 000's format.
+    """The file name and UTF-8 bytes of one experience in the experience file format.
 
     The input is validated first (it may come from the database, written before a rule), so the
     file always parses back to the same ExperienceData.

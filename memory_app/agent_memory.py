@@ -1,9 +1,9 @@
-"""Agent work records (seed 002): validate documents, replace, append, complete, archive.
+"""Agent work records (discoveries, attempts, decisions): validate documents, replace, append, complete, archive.
 
 Every write locks the AgentMemory row first, so ids (`discovery-001`, ...) are assigned
 without gaps or duplicates and the archive job never moves an entry a request is changing.
-Entries keep the agent's text as written; the validation below only refuses what the seed's
-schema rules out, naming the path of each problem (`attempts[2].result`).
+Entries keep the agent's text as written; the validation below only refuses what the
+agent-memory schema rules out, naming the path of each problem (`attempts[2].result`).
 """
 
 from __future__ import annotations
@@ -324,7 +324,7 @@ def validate_entry(entry: Any, *, kind: str) -> None:
 
 
 def format_timestamp(moment: datetime) -> str:
-    """The seed's timestamp form: 2026-01-23T10:31:10.000Z."""
+    """The agent-memory timestamp form: 2026-01-23T10:31:10.000Z."""
     utc = moment.astimezone(timezone.get_fixed_timezone(0))
     return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
@@ -410,7 +410,7 @@ def agent_memory_replace(*, session: Session, agent: str, document: dict[str, An
 def _with_defaults(
     entry: dict[str, Any], *, memory: AgentMemory, kind: str, taken: set[str], now: str | None
 ) -> dict[str, Any]:
-    """The entry with an id (and, given `now`, a timestamp) in front, as the seed writes them.
+    """The entry with an id (and, given `now`, a timestamp) in front, as agent-memory.yaml writes them.
 
     A replaced document keeps entries without a timestamp as written; appends are stamped.
     """
@@ -477,7 +477,7 @@ def agent_memory_attempt_complete(
     return row
 
 
-# --- archiving (seed 002 "File Size Guidelines") -------------------------------------------
+# --- archiving (the file size guidelines by session length) --------------------------------
 
 
 @dataclass(frozen=True)
@@ -499,7 +499,7 @@ class ArchivePolicy:
         )
 
     def is_due(self, *, oldest: datetime, newest: datetime, size: int) -> bool:
-        """Over the seed's guideline: > 4 hours long, or over 50 KB (< 2 hours) / 100 KB of live entries."""
+        """Over the size guideline: > 4 hours long, or over 50 KB (< 2 hours) / 100 KB of live entries."""
         span = newest - oldest
         limit = self.small_max_bytes if span < self.small_session else self.medium_max_bytes
         return span > self.long_session or size > limit

@@ -1,4 +1,4 @@
-"""Agent work records (seed 002): one AgentMemory per session and agent, and its entries.
+"""Agent work records: one AgentMemory per session and agent, and its entries.
 
 Each discovery, attempt and decision is one row whose `data` keeps the entry exactly as the
 agent wrote it (key order and fields the schema does not name included), so a document goes
@@ -47,7 +47,7 @@ class AgentMemoryEntry(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="agent_memory_entries")
     memory = models.ForeignKey(AgentMemory, on_delete=models.CASCADE, related_name="entries")
     kind = models.CharField(max_length=16, choices=Kind.choices)
-    entry_id = models.CharField(max_length=200)  # the seed's `id`, unique per agent memory
+    entry_id = models.CharField(max_length=200)  # the entry's own `id`, unique per agent memory
     position = models.PositiveIntegerField()  # order within its list, as written or appended
     data = VerbatimJSONField()
     timestamp = models.DateTimeField(null=True, blank=True)  # parsed `timestamp`, for ordering and archiving

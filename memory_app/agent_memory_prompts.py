@@ -1,8 +1,8 @@
-"""Seed 002's prompt texts, from memory documents (plain dicts): no Django, no I/O.
+"""The agent-memory prompt texts, from memory documents (plain dicts): no Django, no I/O.
 
-`format_memory_context` and `build_arbiter_select_prompt` are the seed's TypeScript
-`formatMemoryContext` and `buildArbiterSelectPrompt`, line for line, with JavaScript's
-conversions kept (`String(null)` is "null"). Where the seed's code would throw, they answer
+`format_memory_context` and `build_arbiter_select_prompt` are the agent-memory conventions'
+TypeScript `formatMemoryContext` and `buildArbiterSelectPrompt`, line for line, with JavaScript's
+conversions kept (`String(null)` is "null"). Where that TypeScript would throw, they answer
 instead, and only there:
 - a failed attempt without `output` (Example 2 keeps the reason in `error`) shows the first
   line of `error`, else nothing, where `a.output.split` would throw;
@@ -61,7 +61,7 @@ def _first_line(value: Any) -> str:
 
 
 def format_memory_context(memory: Mapping[str, Any]) -> str:
-    """seed 002 `formatMemoryContext(memory)`."""
+    """The TypeScript `formatMemoryContext(memory)`."""
     context = ""
 
     recent_discoveries = _newest_first(memory.get("discoveries") or [])[:5]
@@ -92,7 +92,7 @@ def format_memory_context(memory: Mapping[str, Any]) -> str:
 
 
 def build_arbiter_select_prompt(memories: Iterable[tuple[str, Mapping[str, Any]]]) -> str:
-    """seed 002 `buildArbiterSelectPrompt(input, memories)`: (agent, memory) pairs in map order."""
+    """The TypeScript `buildArbiterSelectPrompt(input, memories)`: (agent, memory) pairs in map order."""
     lines = []
     for agent, memory in memories:
         attempts = memory.get("attempts") or []

@@ -1,4 +1,4 @@
-"""Reads of agent work records (seed 002): documents, archive, prompts, attempts, rawko export."""
+"""Reads of agent work records: documents, archive, prompts, attempts, rawko export."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def _session_ref(session: Session) -> str:
 
 
 def _document(memory: AgentMemory, session: Session, entries: Iterable[AgentMemoryEntry]) -> dict[str, Any]:
-    """The seed 002 document: the PUT document's keys in its order, then any the schema adds."""
+    """The agent-memory document: the PUT document's keys in its order, then any the schema adds."""
     sections: dict[str, list[Any]] = {section: [] for section in SECTIONS}
     for entry in entries:
         sections[SECTION_OF[entry.kind]].append(entry.data)
@@ -143,7 +143,7 @@ def attempt_search(
     ]
 
 
-# --- the session directory (seed 002 "File Structure") -------------------------------------
+# --- the session directory (.rawko/sessions/{sessionId}/) ----------------------------------
 
 
 def _plan(documents: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -178,10 +178,10 @@ def _plan(documents: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
 
 
 def session_directory_zip(*, session: Session) -> tuple[str, bytes]:
-    """(file name, zip bytes) of `.rawko/sessions/{sessionId}/` as laid out in seed 002.
+    """(file name, zip bytes) of `.rawko/sessions/{sessionId}/` as rawko lays it out.
 
     One directory per agent under `agents/` holds its agent-memory.yaml (and its
-    agent-memory-archive.yaml once entries were archived): the seed's single file is per agent.
+    agent-memory-archive.yaml once entries were archived): rawko's single agent-memory.yaml is per agent.
     """
     ref = _session_ref(session)
     safe_ref = "".join(c if c.isalnum() or c in "-_." else "_" for c in ref).strip(".") or str(session.pk)

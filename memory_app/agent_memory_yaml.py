@@ -1,9 +1,9 @@
-"""YAML for agent memory documents (seed 002): read safely, write in the seed's layout.
+"""YAML for agent memory documents: read safely, write in the agent-memory.yaml layout.
 
 Reading keeps date-times as the text they were written as (`safe_load` would turn an
 unquoted `2026-01-23T10:31:10Z` into a datetime, which JSON cannot carry and which would not
 come back out the same), refuses repeated keys, and is bounded in nesting. Writing keeps key
-order, indents lists under their key and writes multi-line text as `|` blocks, as the seed does.
+order, indents lists under their key and writes multi-line text as `|` blocks, as agent-memory.yaml does.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def load(text: str | bytes) -> Any:
 
 class _SeedDumper(yaml.SafeDumper):
     def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
-        # The seed indents list items under their key ("discoveries:\n  - id: ..."); PyYAML would not.
+        # agent-memory.yaml indents list items under their key ("discoveries:\n  - id: ..."); PyYAML would not.
         super().increase_indent(flow, False)
 
 

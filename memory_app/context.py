@@ -16,7 +16,7 @@ Msg = dict[str, Any]
 
 
 def protected_tail_start(messages: Sequence[Msg], grace_rounds: int) -> int:
-    """Index where the protected tail starts (seed 003's assistant-round semantics).
+    """Index where the protected tail starts (the managed memory's assistant-round semantics).
 
     `grace_rounds = n` protects from the n-th most recent assistant message onward
     (n <= 0 counts as 1). With fewer assistant messages the oldest one starts the tail,

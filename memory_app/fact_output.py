@@ -1,6 +1,6 @@
 """The fact extractor's answer: a JSON list of (subject, predicate, object) triples. Pure.
 
-Follows seed 001's KGMemory flow: the model answers `[{"subject", "predicate", "object"}]`.
+Follows marsys's KGMemory flow: the model answers `[{"subject", "predicate", "object"}]`.
 Real models wrap that list in code fences, in an object (`{"facts": [...]}`, which JSON mode
 forces) or in prose, so those are accepted; the triples themselves are checked strictly and
 one bad triple rejects the whole batch, so a run never applies half an answer. The limits keep

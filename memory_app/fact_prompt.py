@@ -1,6 +1,6 @@
 """The fact-extraction prompt: what a real LLM is asked to turn a conversation into. Pure.
 
-Follows seed 001/003's KGMemory extraction ("Return a JSON list of triplets ... with keys
+Follows marsys's KGMemory extraction ("Return a JSON list of triplets ... with keys
 subject, predicate, object; if no facts are found, return an empty list"), extended with the
 `confidence` and `replaces` keys memsite uses. The list is asked for inside `{"facts": ...}`
 because JSON mode only allows an object at the top level; fact_output accepts both shapes.

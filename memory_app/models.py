@@ -17,7 +17,7 @@ class Team(models.Model):
     """A tenant. Every other row belongs to exactly one team."""
 
     name = models.CharField(max_length=100, unique=True)
-    # Partial ManagedMemoryConfig (seed 003) that new sessions of the team start from.
+    # A partial managed memory config (ManagedMemoryConfig) that new sessions of the team start from.
     memory_config_defaults = JSONField(default=dict, blank=True)
     # LLM tokens (prompt + completion) the team's memory work may spend per UTC day; null uses
     # MEMSITE_DAILY_LLM_TOKEN_BUDGET, 0 means unlimited. Set by admins only (Django admin).
@@ -100,10 +100,10 @@ class Session(models.Model):
     # current by every write so the threshold check costs nothing.
     active_tokens = models.PositiveBigIntegerField(default=0)
     # Tokens of every stored message (the raw history, system prompt excluded), kept by the same
-    # writes: what a context stands for, for the token economics of issue 8.
+    # writes: what a context stands for, for the token economics (usage) pages and API.
     history_tokens = models.PositiveBigIntegerField(default=0)
     last_seq = models.PositiveBigIntegerField(default=0)
-    # Scratch entries (seed 004) waiting for the next assistant message: read by the append's
+    # Scratch memory entries waiting for the next assistant message: read by the append's
     # own session-row UPDATE, so an append with nothing pending pays nothing for the feature.
     pending_scratch = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -124,7 +124,7 @@ class Session(models.Model):
 
     @property
     def agent_name(self) -> str:
-        """The agent named in the session's metadata, for seed 003's events."""
+        """The agent named in the session's metadata, for the memory events (MemoryResetEvent, CompactionEvent)."""
         return (self.metadata or {}).get("agent_name", "memsite")
 
 
@@ -158,7 +158,7 @@ class VerbatimJSONField(ReadableJSONMixin, models.JSONField):
 
 
 class Message(models.Model):
-    """One message in OpenAI chat shape plus the multi-agent extras of the seeds."""
+    """One message in OpenAI chat shape plus the multi-agent extras (agent calls, structured data, images, posts)."""
 
     class Role(models.TextChoices):
         SYSTEM = "system", "system"
@@ -181,7 +181,7 @@ class Message(models.Model):
     send_from = models.CharField(max_length=200, null=True, blank=True)
     send_to = models.CharField(max_length=200, null=True, blank=True)
     meta = VerbatimJSONField(null=True, blank=True)
-    # A post of seed 000 is a message in a round; `post_id` is the post's own id ("post-...").
+    # A post (TaskWeaver-style) is a message in a round; `post_id` is the post's own id ("post-...").
     round = models.ForeignKey(
         "memory_app.Round", on_delete=models.SET_NULL, related_name="posts", null=True, blank=True
     )
@@ -459,7 +459,7 @@ class IdempotencyRecord(models.Model):
         return f"{self.key} ({self.status_code})"
 
 
-from memory_app.agent_memory_models import AgentMemory, AgentMemoryEntry  # noqa: E402, F401  (seed 002 records)
-from memory_app.round_models import Attachment, Round, ScratchEntry, SharedMemoryEntry  # noqa: E402, F401  (seed 000/004)
+from memory_app.agent_memory_models import AgentMemory, AgentMemoryEntry  # noqa: E402, F401  (agent work records)
+from memory_app.round_models import Attachment, Round, ScratchEntry, SharedMemoryEntry  # noqa: E402, F401  (rounds, scratch)
 from memory_app.usage_models import ContextServe, LLMCall  # noqa: E402, F401  (token economics)
-from memory_app.webhook_models import Webhook, WebhookDelivery  # noqa: E402, F401  (issue 8)
+from memory_app.webhook_models import Webhook, WebhookDelivery  # noqa: E402, F401  (webhooks)

@@ -1,4 +1,4 @@
-"""Rounds, posts' attachments, shared memory (seed 000) and pending scratch (seed 004).
+"""Rounds, posts' attachments, shared memory and pending scratch memory.
 
 A post is a Message (one table: `Message.round`, `send_from`, `send_to`, `post_id`), so
 context building, compaction and facts see posts like any other message. What a post adds
@@ -41,12 +41,12 @@ class Round(models.Model):
 
 
 class Attachment(models.Model):
-    """Typed data on a post (seed 000's Attachment): type, content and free-form extra."""
+    """Typed data on a post (the conversation model's Attachment): type, content and free-form extra."""
 
     TYPE_CHOICES = [(value, value) for value in ATTACHMENT_TYPES]
 
     message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="attachments")
-    attachment_id = models.CharField(max_length=64)  # the seed's id ("atta-...")
+    attachment_id = models.CharField(max_length=64)  # the conversation file's id ("atta-...")
     position = models.PositiveSmallIntegerField()  # order in the post's attachment_list
     type = models.CharField(max_length=40, choices=TYPE_CHOICES)
     content = models.TextField(blank=True)
@@ -78,7 +78,7 @@ class SharedMemoryEntry(models.Model):
     attachment = models.OneToOneField(
         Attachment, on_delete=models.CASCADE, related_name="shared_memory_entry", null=True, blank=True
     )
-    entry_id = models.CharField(max_length=64)  # the seed's id ("sme-...")
+    entry_id = models.CharField(max_length=64)  # the conversation file's id ("sme-...")
     type = models.CharField(max_length=100)
     scope = models.CharField(max_length=16, choices=Scope.choices)
     content = models.TextField(blank=True)

@@ -1,4 +1,4 @@
-"""Dashboard pages for multi-agent memory (issue 6): a session's rounds, and each agent's work record.
+"""Dashboard pages for multi-agent memory: a session's rounds, and each agent's work record.
 
 Read-only and scoped like every session page (`views.team_page`: the user's current team,
 another team's session is a 404). Each page reads a fixed number of queries whatever it
@@ -27,7 +27,7 @@ from memsite.errors import NotFound
 
 ROUNDS_PER_PAGE = 20
 
-# Seed 000's AttachmentType, grouped as the seed lists them: the group names the badge colour.
+# TaskWeaver's AttachmentType, grouped as its definition lists them: the group names the badge colour.
 ATTACHMENT_GROUPS: dict[str, str] = {
     **dict.fromkeys(("plan", "current_plan_step", "plan_reasoning", "stop"), "planner"),
     **dict.fromkeys(("thought", "reply_type", "reply_content", "verification"), "code"),
@@ -44,7 +44,7 @@ CODE_ATTACHMENTS = frozenset({"reply_content", "code_error", "execution_result",
 
 
 # Hues far apart on the colour wheel. A raw `crc32 % 360` put Planner (237) and CodeInterpreter (232)
-# on the same blue, so the two roles of nearly every post looked alike. Seed 000's roles get fixed,
+# on the same blue, so the two roles of nearly every post looked alike. TaskWeaver's roles get fixed,
 # distinct hues; any other name is hashed onto the palette (stable, though two may share a colour).
 ROLE_PALETTE = (215, 150, 275, 30, 330, 185, 95, 250, 5, 55, 305, 125)
 KNOWN_ROLE_HUES: dict[str, int] = {"User": 215, "Planner": 275, "CodeInterpreter": 150, "WebExplorer": 30}

@@ -1,4 +1,4 @@
-"""Reads of seed 000's multi-agent memory: rounds with their posts, role views, shared memory, export.
+"""Reads of the TaskWeaver-style multi-agent memory: rounds with their posts, role views, shared memory, export.
 
 Rounds are read a page at a time in three queries (rounds, their posts, the posts'
 attachments), whatever the page holds.
@@ -70,7 +70,7 @@ def round_page(
 ) -> RoundPage:
     """The session's rounds in order with their posts and attachments.
 
-    With `role`: seed 000's get_role_rounds, the rounds where that role sent or received a
+    With `role`: TaskWeaver's get_role_rounds, the rounds where that role sent or received a
     post, each holding only those posts. `include_failure_rounds=False` leaves failed rounds out.
     """
     rounds = Round.objects.filter(session=session)
@@ -90,10 +90,10 @@ def round_page(
 def shared_memory_entries(
     *, session: Session, entry_type: str | None = None, latest_per_role: bool = True
 ) -> list[SharedMemoryEntry]:
-    """Seed 000's get_shared_memory_entries.
+    """TaskWeaver's get_shared_memory_entries.
 
     Conversation-scoped entries count from every round, round-scoped ones only from the
-    current (latest) round. As in the seed's Memory, only each role's latest matching entry
+    current (latest) round. As in TaskWeaver's Memory, only each role's latest matching entry
     is kept (a newer plan replaces the role's older one), ordered by when those were
     written; `latest_per_role=False` returns every matching entry.
     """
@@ -112,7 +112,7 @@ def shared_memory_entries(
     return sorted(latest.values(), key=lambda entry: entry.pk)
 
 
-# --- seed 000 shapes ------------------------------------------------------------------------
+# --- TaskWeaver shapes (to_dict) -------------------------------------------------------------
 
 
 def attachment_dict(attachment: Attachment) -> dict[str, Any]:
@@ -161,7 +161,7 @@ def entry_dict(entry: SharedMemoryEntry) -> dict[str, Any]:
 def conversation_export(*, session: Session) -> dict[str, Any]:
     """Conversation.to_dict of the session, lossless for an imported one.
 
-    The seed's keys (id, plugins, enabled, rounds) come first; memsite adds `session`
+    Conversation.to_dict's keys (id, plugins, enabled, rounds) come first; memsite adds `session`
     (system prompt, external id, metadata) and, when there are entries not carried by an
     attachment, `shared_memory`.
     """

@@ -1,4 +1,4 @@
-"""Writes of seed 000's multi-agent memory: rounds, posts with attachments, shared memory, import.
+"""Writes of the multi-agent (TaskWeaver-style) memory: rounds, posts with attachments, shared memory, import.
 
 A post is a message appended with `message_append` (same seq counter, token count,
 compaction trigger and fact extraction as any message) that belongs to a round; its
@@ -29,9 +29,9 @@ logger = logging.getLogger(__name__)
 # normalise those away), or the round could be created but never addressed again.
 ROUND_ID = re.compile(r"(?!\.\.?\Z)[^\s/]{1,64}")
 ROUND_ID_RULE = "must be 1-64 characters without spaces or slashes, and not . or .."
-USER_ROLE_NAME = "User"  # seed 000's name of the human in send_from/send_to
+USER_ROLE_NAME = "User"  # the name of the human in send_from/send_to
 SHARED_MEMORY_TYPE = "shared_memory_entry"
-# Top-level keys of an exported conversation that are memsite's, not the seed's.
+# Top-level keys of an exported conversation that are memsite's, not the conversation file format's.
 SESSION_KEY, SHARED_MEMORY_KEY = "session", "shared_memory"
 
 
@@ -79,7 +79,7 @@ def round_create(
 
 
 def round_set_state(*, round_: Round, state: str) -> Round:
-    """Seed 000's change_round_state: created, finished or failed, in any direction."""
+    """TaskWeaver's change_round_state: created, finished or failed, in any direction."""
     if state not in ROUND_STATES:
         raise InvalidInput.for_field("state", f"must be one of {', '.join(ROUND_STATES)}")
     if round_.state != state:
@@ -291,7 +291,7 @@ def _parse_attachment(item: Any, path: str, problems: _Problems, warnings: list[
         return None
     kind = item.get("type")
     if kind not in ATTACHMENT_TYPES:
-        # Seed 000's backward compatibility: Attachment.from_dict gives None, Post drops it.
+        # Older conversation files stay readable: Attachment.from_dict gives None, Post drops it.
         warnings.append(f"{path}: removed attachment type {kind!r} dropped")
         return None
     clean = {
@@ -361,7 +361,7 @@ def _parse_entry(item: Any, path: str, problems: _Problems) -> dict[str, Any]:
 
 
 def conversation_parse(document: Any) -> ParsedConversation:
-    """Check a seed 000 conversation dict (Conversation.to_dict's shape, plus memsite's optional
+    """Check a conversation dict (Conversation.to_dict's shape, plus memsite's optional
     `session` and `shared_memory`). Removed attachment types are dropped with a warning; a
     document that is not a conversation is an InvalidInput naming every bad path."""
     problems = _Problems()

@@ -1,4 +1,4 @@
-"""Scratch memory (seed 004): the tool executions of a turn, attached to its assistant message.
+"""Scratch memory: the tool executions of a turn, attached to its assistant message.
 
 `POST .../scratch/` records one execution (`scratch_record`): a ScratchEntry row with the
 session's current last seq, taken under the session-row lock that every append also takes,

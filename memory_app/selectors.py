@@ -241,7 +241,7 @@ def context_build(*, session: Session, last: int | None = None, max_tokens: int 
 
     A conversation_history session gives its `last` (default MEMSITE_CONTEXT_WINDOW)
     messages; a managed session gives its latest summary and the messages after it
-    (seed 003's active context, derived: stored messages are never rewritten). Either is
+    (the managed context, derived: stored messages are never rewritten). Either is
     packed newest-first into `max_tokens`, keeps tool calls with their results, and holds
     at least one user message. Only the window is read, so the cost follows the window,
     not the history.
@@ -260,7 +260,7 @@ def context_build(*, session: Session, last: int | None = None, max_tokens: int 
     system_tokens = session.system_prompt_tokens
     fixed = system_tokens + sum(m["token_count"] for m in head) + tokens.REPLY_PRIMING_TOKENS
     if policy_budget is not None:
-        # The session's own packing never drops its newest rounds (seed 003's backward
+        # The session's own packing never drops its newest rounds (the managed memory's backward
         # packing grace): the model must see what it is answering.
         kept = ctx.complete_tool_turns(tail[ctx.protected_tail_start(tail, grace) :])
         packed = ctx.pack_backward(tail, max(policy_budget - fixed, 0))

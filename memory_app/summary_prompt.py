@@ -1,6 +1,6 @@
 """The compaction prompt, its JSON answer, and the messages a summary becomes. Pure.
 
-Follows seed 003's summarization processor: the model answers one JSON object with
+Follows the managed memory's summarization processor: the model answers one JSON object with
 `user_request_summary`, `summary`, `salient_facts`, `open_threads` and `keep_images`; the
 summary then stands in for the covered messages as a user message (the requests) and an
 assistant message (what happened), plus one user message per retained image.

@@ -1,4 +1,4 @@
-"""Token economics (issue 8): what memory work costs in LLM tokens and what the served contexts save.
+"""Token economics: what memory work costs in LLM tokens and what the served contexts save.
 
 Two append-only ledgers. `LLMCall` has one row per call memsite makes to an LLM (summaries,
 fact extraction, experience selection), written by `memory_app.llm_usage.llm_complete`, the one

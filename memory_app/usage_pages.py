@@ -1,4 +1,4 @@
-"""The token economics page (issue 8): tokens memory work spent vs tokens compaction and windowing
+"""The token economics page: tokens memory work spent vs tokens compaction and windowing
 saved, per team, session and agent, over time; the top sessions; experience hit-rates.
 
 The chart is an SVG drawn by the template from geometry computed here (no chart library, no

@@ -1,4 +1,4 @@
-"""Reads of the token-economics ledgers (issue 8): spend on LLM work beside savings of served contexts.
+"""Reads of the token-economics ledgers: spend on LLM work beside savings of served contexts.
 
 "Spent" is prompt + completion tokens of memsite's own LLM calls (summaries, fact extraction,
 experience selection). "Saved" is, per context served, the tokens of the raw history it

@@ -1,4 +1,4 @@
-"""Webhooks per team and the log of their deliveries (issue 8). Imported by memory_app.models.
+"""Webhooks per team and the log of their deliveries. Imported by memory_app.models.
 
 The secret signs every delivery (HMAC-SHA256), so it must be readable by the worker: it is stored as
 given and only its first characters (`secret_hint`) are ever shown again, like an API key's prefix.

@@ -1,4 +1,4 @@
-"""Reads of the team's webhooks and their delivery log (issue 8), for the API and the dashboard."""
+"""Reads of the team's webhooks and their delivery log, for the API and the dashboard."""
 
 from __future__ import annotations
 

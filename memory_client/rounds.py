@@ -1,4 +1,4 @@
-"""Seed 000's Memory (a session's conversation of rounds and posts) kept on a memsite server.
+"""TaskWeaver's Memory (a session's conversation of rounds and posts) kept on a memsite server.
 
     memory = Memory(base_url=..., api_key=...)            # a new session (or session_id=...)
     round_ = memory.create_round("count the rows of data.csv")
@@ -101,7 +101,7 @@ class Memory(SessionBound):
         return self._rounds(include_failure_rounds=_flag(include_failure_rounds))
 
     def get_role_rounds(self, role: str, include_failure_rounds: bool = False) -> list[Round]:
-        """Seed 000's get_role_rounds: the rounds where `role` sent or received a post, only those posts."""
+        """TaskWeaver's get_role_rounds: the rounds where `role` sent or received a post, only those posts."""
         return self._rounds(role=role, include_failure_rounds=_flag(include_failure_rounds))
 
     # --- shared memory -------------------------------------------------------------------
@@ -118,7 +118,7 @@ class Memory(SessionBound):
         return SharedMemoryEntry.from_dict(answer)
 
     def get_shared_memory_entries(self, entry_type: str) -> list[SharedMemoryEntry]:
-        """Seed 000's get_shared_memory_entries: conversation scope from all rounds, round scope from
+        """TaskWeaver's get_shared_memory_entries: conversation scope from all rounds, round scope from
         the current one; each role's latest entry."""
         return [
             SharedMemoryEntry.from_dict(item) for item in self._api.get(self._path + "shared-memory/", type=entry_type)
@@ -135,7 +135,7 @@ class Memory(SessionBound):
         return Conversation.from_dict(self._api.get(self._path + "conversation/", format="json"))
 
     def record_scratch(self, action: str, observation: Any = None, duration: float | None = None) -> None:
-        """Seed 004's scratch: a tool execution the next assistant message will carry in meta.scratch.
+        """Scratch memory: a tool execution the next assistant message will carry in meta.scratch.
 
         Not retried once sent: a repeat would record the execution twice."""
         body = {"action": action, "observation": observation, "duration": duration}

@@ -284,11 +284,11 @@ FACTS_MAX_MESSAGES_PER_RUN = env_int("MEMSITE_FACTS_MAX_MESSAGES_PER_RUN", 50, m
 FACTS_MAX_INPUT_CHARS = env_int("MEMSITE_FACTS_MAX_INPUT_CHARS", 40_000, minimum=100)
 FACTS_OUTPUT_MAX_TOKENS = env_int("MEMSITE_FACTS_OUTPUT_MAX_TOKENS", 2000, minimum=64)
 
-# --- Experiences (issue 5): the conversation context a selection reads from a session ------
+# --- Experiences: the conversation context a selection reads from a session ----------------
 EXPERIENCE_CONTEXT_MESSAGES = env_int("MEMSITE_EXPERIENCE_CONTEXT_MESSAGES", 20, minimum=1)
 EXPERIENCE_CONTEXT_MAX_CHARS = env_int("MEMSITE_EXPERIENCE_CONTEXT_MAX_CHARS", 8000, minimum=200)
 
-# --- Agent work records (seed 002 "File Size Guidelines"): the archive job's policy ---------
+# --- Agent work records, size guidelines by session length: the archive job's policy -------
 # A memory spanning more than LONG_SESSION, or over SMALL_MAX_BYTES (span < SMALL_SESSION) /
 # MEDIUM_MAX_BYTES of live entries, moves entries older than RETENTION (before its newest) to its archive.
 AGENT_MEMORY_RETENTION_SECONDS = env_int("MEMSITE_AGENT_MEMORY_RETENTION_SECONDS", 2 * 3600, minimum=0)
@@ -297,7 +297,7 @@ AGENT_MEMORY_LONG_SESSION_SECONDS = env_int("MEMSITE_AGENT_MEMORY_LONG_SESSION_S
 AGENT_MEMORY_SMALL_MAX_BYTES = env_int("MEMSITE_AGENT_MEMORY_SMALL_MAX_BYTES", 50 * 1024, minimum=1024)
 AGENT_MEMORY_MEDIUM_MAX_BYTES = env_int("MEMSITE_AGENT_MEMORY_MEDIUM_MAX_BYTES", 100 * 1024, minimum=1024)
 
-# --- Live event feed (issue 8): server-sent events and webhooks -----------------------------
+# --- Live event feed: server-sent events and webhooks -----------------------------------------
 # A stream polls the events table this often, sends a heartbeat comment this often, and ends
 # after SSE_MAX_SECONDS (the client reconnects with Last-Event-ID): a gunicorn sync worker kills
 # a request that outlives its --timeout (30 s by default), so keep the lifetime below it.
@@ -325,12 +325,12 @@ LLM_MODEL = env_str("LLM_MODEL", "gpt-4o-mini")
 LLM_TIMEOUT = env_float("LLM_TIMEOUT", 60.0)
 # The provider's request size limit; payload-error recovery keeps images within half of it.
 LLM_PAYLOAD_LIMIT_BYTES = env_int("LLM_PAYLOAD_LIMIT_BYTES", 25_000_000, minimum=1024)
-# Cost control (issue 7): tokens a team's memory work may spend per UTC day (0 = unlimited; a
+# Cost control: tokens a team's memory work may spend per UTC day (0 = unlimited; a
 # team's own `daily_llm_token_budget`, set by admins, wins), and the per-key request rate of the
 # endpoints that cause LLM work (DRF rate syntax: "<n>/second|minute|hour|day").
 DAILY_LLM_TOKEN_BUDGET = env_int("MEMSITE_DAILY_LLM_TOKEN_BUDGET", 0, minimum=0)
 LLM_RATE_LIMIT = env_str("MEMSITE_LLM_RATE_LIMIT", "60/minute")
-# Token economics (issue 8): each web process writes the ledger rows of the contexts it served
+# Token economics: each web process writes the ledger rows of the contexts it served
 # in one batch per interval (memory_app/context_ledger.py); 0 writes each row in its request.
 CONTEXT_LEDGER_FLUSH_SECONDS = env_float("MEMSITE_CONTEXT_LEDGER_FLUSH_SECONDS", 1.0)
 

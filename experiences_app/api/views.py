@@ -1,4 +1,4 @@
-"""Experiences API (issue 5): validate -> call a service or selector -> serialize."""
+"""Experiences API: validate -> call a service or selector -> serialize."""
 
 from __future__ import annotations
 
@@ -179,7 +179,7 @@ class ExperienceExportView(ExperiencesView):
     @extend_schema(
         parameters=[s.ExportQuerySerializer],
         responses={(200, "application/zip"): OpenApiResponse(description="handcrafted_exp_{exp_id}.yaml files")},
-        description="A zip of the team's experiences (or those with `status`) in seed 000's file format.",
+        description="A zip of the team's experiences (or those with `status`) in the experience file format.",
     )
     def get(self, request: Request) -> HttpResponse:
         query = _query(s.ExportQuerySerializer, request)
@@ -199,7 +199,7 @@ class ExperienceSelectView(ExperiencesView):
             502: OpenApiResponse(description="The LLM refused the request (error: llm_error)."),
             503: OpenApiResponse(description="The LLM is unavailable now (error: llm_unavailable)."),
         },
-        description="Seed 000's selection: the approved experiences whose `who` matches `role` are the "
+        description="Experience selection: the approved experiences whose `who` matches `role` are the "
         "candidates, the LLM reads only their `when` texts (with `context`, or the recent messages of "
         "`session_id` for the role) and chooses; `prompt_text` holds the chosen `what` texts to inject. "
         "When the role's use_experience is false, or no experience targets the role, no LLM is asked and "
@@ -228,7 +228,7 @@ class ExperienceConfigView(ExperiencesView):
     @extend_schema(
         request=s.ConfigInputSerializer,
         responses=s.ConfigOutputSerializer,
-        description="Seed 000's settings (admin key): `use_experience` per role (unlisted roles use "
+        description="The team's experience settings (admin key): `use_experience` per role (unlisted roles use "
         'experiences), `selection_template` with {experiences}, {user_query}, {context} ("" = the '
         'default; literal braces doubled), `llm_alias` ("" = the configured LLM, "offline" = the '
         "extractive backend). Fields left out keep their value.",
@@ -265,8 +265,8 @@ class SelectionLogDetailView(ExperiencesView):
 
 class SelectionLogDownloadView(ExperiencesView):
     @extend_schema(
-        responses={(200, "application/json"): OpenApiResponse(description="The prompt messages (seed 000)")},
-        description="Seed 000's prompt log as a file: `{role}_experience_selection_log_{round}_{post}.json`.",
+        responses={(200, "application/json"): OpenApiResponse(description="The prompt messages")},
+        description="The selection's prompt log as a file: `{role}_experience_selection_log_{round}_{post}.json`.",
     )
     def get(self, request: Request, selection_id: str) -> HttpResponse:
         log_file = selectors.selection_log_file(log=self.get_log())

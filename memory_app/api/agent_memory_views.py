@@ -1,4 +1,4 @@
-"""Agent work records API (seed 002): documents in JSON or YAML, appends, prompts, attempts.
+"""Agent work records API (discoveries, attempts, decisions): documents in JSON or YAML, appends, prompts, attempts.
 
 JSON or YAML is chosen the DRF way: the request's Content-Type picks the parser, and the
 Accept header or `?format=json|yaml` picks the renderer (`?format=text` for the prompt texts).
@@ -72,7 +72,7 @@ TEXT_RENDERERS = [JSONRenderer, PlainTextRenderer]
 
 _DOCUMENT = OpenApiTypes.OBJECT
 _DOCUMENT_HELP = (
-    'A seed 002 agent memory document (`version: "1"`, `schema: "agent-memory"`, discoveries, attempts, '
+    'An agent memory document (`version: "1"`, `schema: "agent-memory"`, discoveries, attempts, '
     "decisions, context, history) as JSON or YAML (Content-Type `application/yaml`; Accept or `?format=yaml`)."
 )
 
@@ -153,8 +153,8 @@ class MemoryPromptView(AgentScopedView):
 
     @extend_schema(
         responses=_TEXT,
-        description="seed 002 formatMemoryContext: the 5 most recent discoveries, the 3 most recent failures, "
-        "the current step and blockers (`?format=text` for text/plain).",
+        description="The agent's memory context (formatMemoryContext): the 5 most recent discoveries, the 3 most "
+        "recent failures, the current step and blockers (`?format=text` for text/plain).",
     )
     def get(self, request: Request, session_id: str, agent: str) -> Response:
         session = self.get_session()
@@ -167,8 +167,8 @@ class ArbiterSummaryView(TeamScopedView):
 
     @extend_schema(
         responses=_TEXT,
-        description="seed 002 buildArbiterSelectPrompt's section: each agent's last attempt "
-        "(`?format=text` for text/plain).",
+        description="The arbiter's section of previous agent work (buildArbiterSelectPrompt): each agent's last "
+        "attempt (`?format=text` for text/plain).",
     )
     def get(self, request: Request, session_id: str) -> Response:
         session = self.get_session()

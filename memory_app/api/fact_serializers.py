@@ -1,4 +1,4 @@
-"""Input validation and output shapes of the facts API (issue 4)."""
+"""Input validation and output shapes of the facts API."""
 
 from __future__ import annotations
 

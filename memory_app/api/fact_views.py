@@ -1,4 +1,4 @@
-"""Facts API: validate -> call a service or selector -> serialize (issue 4)."""
+"""Facts API: validate -> call a service or selector -> serialize."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ class FactListCreateView(FactsView):
     @extend_schema(
         request=fs.FactInputSerializer,
         responses={201: fs.FactOutputSerializer, 200: fs.FactOutputSerializer},
-        description="Add a fact (seed 001's add_fact). When the same fact is already live in that scope "
+        description="Add a fact (KGMemory's add_fact). When the same fact is already live in that scope "
         "(the session, or team-wide without one) it is returned with times_seen + 1 and status 200. A fact added, "
         "edited or restored with an admin key is `curated`: a later contradicting value of a single-valued "
         "predicate from any other key is stored already invalidated by it, for an admin to review.",

@@ -1,4 +1,4 @@
-"""Serializers of the live event feed and webhooks (issue 8)."""
+"""Serializers of the live event feed and webhooks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The live event feed (server-sent events) and webhooks API (issue 8)."""
+"""The live event feed (server-sent events) and webhooks API."""
 
 from __future__ import annotations
 

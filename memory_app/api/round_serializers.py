@@ -1,4 +1,4 @@
-"""Input validation and output shapes of the rounds, posts, shared memory and scratch API (issue 6)."""
+"""Input validation and output shapes of the rounds, posts, shared memory and scratch API."""
 
 from __future__ import annotations
 
@@ -48,7 +48,11 @@ class RoundStateSerializer(serializers.Serializer):
 
 
 class RoundListQuerySerializer(serializers.Serializer):
-    role = serializers.CharField(required=False, max_length=ROLE_CHARS, help_text="Seed 000's get_role_rounds.")
+    role = serializers.CharField(
+        required=False,
+        max_length=ROLE_CHARS,
+        help_text="TaskWeaver's get_role_rounds: the rounds this role took part in.",
+    )
     include_failure_rounds = serializers.BooleanField(
         required=False, allow_null=True, default=None, help_text="Default: false with `role`, true without."
     )

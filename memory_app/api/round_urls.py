@@ -1,4 +1,4 @@
-"""Routes of the rounds, posts, shared memory, conversation and scratch API (issue 6)."""
+"""Routes of the rounds, posts, shared memory, conversation and scratch API."""
 
 from django.urls import path
 

@@ -1,4 +1,4 @@
-"""Rounds, posts, shared memory, conversation export/import and scratch API (issue 6):
+"""Rounds, posts, shared memory, conversation export/import and scratch API:
 validate -> call a service or selector -> serialize."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class RoundListCreateView(TeamScopedView):
         parameters=[rs.RoundListQuerySerializer],
         responses=_ROUND_PAGE,
         description="The session's rounds in order, each with its posts and their attachments. With `role`: "
-        "seed 000's get_role_rounds (rounds where the role sent or received a post, only those posts; "
+        "TaskWeaver's Memory.get_role_rounds (rounds where the role sent or received a post, only those posts; "
         "failed rounds left out unless `include_failure_rounds=true`).",
     )
     def get(self, request: Request, session_id: str) -> Response:
@@ -56,7 +56,7 @@ class RoundListCreateView(TeamScopedView):
     @extend_schema(
         request=rs.RoundInputSerializer,
         responses={201: rs.RoundOutputSerializer, 200: rs.RoundOutputSerializer},
-        description="Start a round (seed 000's create_round). Re-sending a client-chosen `id` with the same "
+        description="Start a round (TaskWeaver's create_round). Re-sending a client-chosen `id` with the same "
         "`user_query` returns the stored round with 200.",
     )
     def post(self, request: Request, session_id: str) -> Response:
@@ -118,7 +118,7 @@ class SharedMemoryView(TeamScopedView):
         operation_id="sessions_shared_memory_list",
         parameters=[rs.SharedMemoryQuerySerializer],
         responses=rs.SharedMemoryOutputSerializer(many=True),
-        description="Seed 000's get_shared_memory_entries: conversation-scoped entries from every round, "
+        description="TaskWeaver's Memory.get_shared_memory_entries: conversation-scoped entries from every round, "
         "round-scoped ones from the current (latest) round only; each role's latest entry per type "
         "unless `latest_per_role=false`.",
     )
@@ -174,7 +174,7 @@ class ConversationExportView(TeamScopedView):
         parameters=[OpenApiParameter("format", str, enum=["json", "yaml"])],
         # the same document in either media type (a YAML mapping, not a string)
         responses={(200, "application/json"): dict, (200, "application/yaml"): dict},
-        description="The session as seed 000's Conversation.to_dict (id, plugins, enabled, rounds), plus "
+        description="The session as TaskWeaver's Conversation.to_dict (id, plugins, enabled, rounds), plus "
         "`session` and, for entries not carried by an attachment, `shared_memory`; `?format=yaml` for YAML.",
     )
     def get(self, request: Request, session_id: str) -> Response:
@@ -187,8 +187,8 @@ class ConversationImportView(TeamScopedView):
     @extend_schema(
         request={"application/json": dict, "application/yaml": str},
         responses={201: rs.ImportResultSerializer},
-        description="Create a session from a seed 000 conversation dict, as JSON or YAML (Content-Type "
-        "application/yaml; read with yaml.safe_load). Removed or unknown attachment types (e.g. "
+        description="Create a session from a TaskWeaver conversation dict (Conversation.to_dict), as JSON or YAML "
+        "(Content-Type application/yaml; read with yaml.safe_load). Removed or unknown attachment types (e.g. "
         "`init_plan`) are dropped and listed in `warnings`.",
     )
     def post(self, request: Request) -> Response:
@@ -216,7 +216,7 @@ class ScratchView(TeamScopedView):
     @extend_schema(
         request=rs.ScratchInputSerializer,
         responses={201: rs.ScratchOutputSerializer},
-        description="Record a tool execution of the current turn (seed 004's scratch: action, observation, "
+        description="Record a tool execution of the current turn (scratch memory: action, observation, "
         "duration). The next assistant message appended to the session carries it in `meta.scratch`.",
     )
     def post(self, request: Request, session_id: str) -> Response:

@@ -61,7 +61,7 @@ class MemoryConfigField(serializers.JSONField):
     }
 )
 class ContentField(serializers.Field):
-    """A string, null, a list of OpenAI content parts, or (seed 001) a JSON object."""
+    """A string, null, a list of OpenAI content parts, or a JSON object (marsys's dict content)."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("allow_null", True)
@@ -153,7 +153,7 @@ class SparseValidationMixin:
 
 
 class MessageInputSerializer(SparseValidationMixin, serializers.Serializer):
-    """One message in OpenAI chat format plus the seeds' multi-agent fields."""
+    """One message in OpenAI chat format plus the multi-agent fields (agent_calls, structured_data, send_from, ...)."""
 
     message_id = serializers.UUIDField(required=False, help_text="Client-chosen id; makes retries idempotent.")
     role = serializers.ChoiceField(choices=Message.Role.choices)

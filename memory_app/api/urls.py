@@ -64,7 +64,7 @@ urlpatterns = [
         fact_views.FactExtractionDiscardView.as_view(),
         name="fact-extraction-discard",
     ),
-    # agent work records (seed 002)
+    # agent work records (discoveries, attempts, decisions, context)
     path(
         "sessions/<uuid:session_id>/agents/<str:agent>/memory/",
         agent_memory_views.AgentMemoryView.as_view(),
@@ -108,5 +108,5 @@ urlpatterns = [
     path("attempts/", agent_memory_views.AttemptListView.as_view(), name="attempt-list"),
 ]
 
-# rounds, posts, shared memory, conversation export/import, scratch (seeds 000 and 004)
+# rounds, posts, shared memory, conversation export/import (TaskWeaver-style), scratch memory
 urlpatterns += round_urls.urlpatterns

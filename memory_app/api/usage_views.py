@@ -1,4 +1,4 @@
-"""Usage API (issue 8): what the team's memory work spent in LLM tokens and what its contexts saved."""
+"""Usage API (token economics): what the team's memory work spent in LLM tokens and what its contexts saved."""
 
 from __future__ import annotations
 

@@ -235,8 +235,8 @@ class SessionExportView(TeamScopedView):
 
     @extend_schema(
         responses={(200, "application/json"): s.ImportSerializer, (200, "application/zip"): OpenApiTypes.BINARY},
-        description="The session as seed 003's JSON document; with `?format=rawko`, a zip of the session "
-        "directory of seed 002 (context, conversation, plan, metadata and each agent's memory as YAML).",
+        description="The session as MemoryManager.save_to_file's JSON document; with `?format=rawko`, a zip of "
+        "rawko's session directory (context, conversation, plan, metadata and each agent's memory as YAML).",
     )
     def get(self, request: Request, session_id: str) -> HttpResponseBase:
         session = self.get_session()
@@ -271,7 +271,7 @@ class CompactView(TeamScopedView):
         request=None,
         parameters=[s.CompactQuerySerializer],
         responses={202: s.CompactionRunSerializer},
-        description="Queue a compaction now (`reason=payload_error` runs seed 003's payload-too-large "
+        description="Queue a compaction now (`reason=payload_error` runs the managed memory's payload-too-large "
         "recovery). If one is already pending or running, that run is returned.",
     )
     def post(self, request: Request, session_id: str) -> Response:

@@ -280,7 +280,7 @@ class ExtractiveBackend:
         raise LLMPermanentError(f"the extractive backend cannot serve {request.purpose!r}")
 
     def _select_experiences(self, request: ChatRequest) -> LLMResult:
-        """Seed 000's answer form, `{"exp-id": true/false}` for every candidate, chosen by BM25 relevance.
+        """The selection's answer form, `{"exp-id": true/false}` for every candidate, chosen by BM25 relevance.
 
         The selection prompt is ignored: `metadata` carries the candidates ({"exp_id", "when"}),
         the query and the context the prompt was rendered from.

@@ -103,7 +103,7 @@ def test_settings_default_and_update(api, admin_api):
     assert bad.status_code == 400
 
 
-def test_selection_log_list_detail_and_seed_format_download(api, tenant, settings):
+def test_selection_log_list_detail_and_prompt_log_file_download(api, tenant, settings):
     settings.LLM_BASE_URL, settings.LLM_BACKEND = "", ""
     add_experience(tenant.team, "plot-style", when="Use when asked for a chart.", what="Label axes.")
     selected = api.post(

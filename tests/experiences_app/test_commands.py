@@ -20,7 +20,7 @@ def seed_dir(tmp_path):
     directory.mkdir()
     for name, content in SEED_DIRECTORY.items():
         (directory / name).write_bytes(content)
-    (directory / "notes.yaml").write_bytes(b"not: an experience")  # outside seed 000's glob
+    (directory / "notes.yaml").write_bytes(b"not: an experience")  # outside the handcrafted_exp_*.yaml glob
     return directory
 
 

@@ -1,4 +1,4 @@
-"""Import and export of seed 000's files through the API (multipart files or a zip)."""
+"""Import and export of experience files (handcrafted_exp_*.yaml) through the API (multipart files or a zip)."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def test_export_then_import_round_trips_byte_for_byte(api):
     assert exported["Content-Type"] == "application/zip"
     assert "attachment" in exported["Content-Disposition"]
     files = dict(read_zip(exported.content))
-    assert files["handcrafted_exp_file-validation.yaml"] == SEED_FILE  # the seed's own format
+    assert files["handcrafted_exp_file-validation.yaml"] == SEED_FILE  # the experience file format exactly
     assert set(files) == {"handcrafted_exp_file-validation.yaml", "handcrafted_exp_legacy-tip.yaml"}
 
     archive = SimpleUploadedFile("experiences.zip", exported.content, content_type="application/zip")

@@ -1,4 +1,4 @@
-"""Selection (seed 000's Selection Flow) against the scripted OpenAI-compatible server, and offline."""
+"""Experience selection (the selection flow) against the scripted OpenAI-compatible server, and offline."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def test_it_selects_from_a_json_object_and_injects_only_the_what_texts(api, expe
 
 
 def assert_logged(body: dict, sent: dict, *, query: str, raw: str, selected: list[str]) -> None:
-    """The log row holds everything seed 000's prompt log does: what was shown, answered and chosen."""
+    """The log row holds everything the selection's prompt log file does: what was shown, answered and chosen."""
     log = SelectionLog.objects.get(pk=body["log_id"])
     assert (log.role, log.query) == ("CodeInterpreter", query)
     assert log.candidates == body["candidates"]

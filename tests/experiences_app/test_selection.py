@@ -97,7 +97,7 @@ def test_candidate_block_lists_ids_with_their_when_only():
 @pytest.mark.parametrize(
     ("answer", "chosen"),
     [
-        # The seed's object form, in candidate order whatever the answer's order.
+        # The object form `{"id": true/false}`, in candidate order whatever the answer's order.
         ('{"sql-safety": true, "file-validation": true, "plot-style": false}', ["file-validation", "sql-safety"]),
         ('{"file-validation": false, "plot-style": false, "sql-safety": false}', []),
         ('Sure!\n```json\n{"plot-style": true, "sql-safety": false}\n```\nHope this helps.', ["plot-style"]),
@@ -211,7 +211,7 @@ def test_rare_terms_weigh_more_than_terms_every_candidate_shares():
 # --- the offline backend ------------------------------------------------------------------------------
 
 
-def test_the_extractive_backend_answers_the_seed_object_for_every_candidate():
+def test_the_extractive_backend_answers_the_id_object_for_every_candidate():
     request = ChatRequest(
         messages=[{"role": "user", "content": "the prompt is ignored"}],
         purpose="select_experiences",

@@ -1,4 +1,4 @@
-"""Experience files in seed 000's format: parse, validate, dump, round-trip, zip archives. No database."""
+"""Experience files (handcrafted_exp_*.yaml): parse, validate, dump, round-trip, zip archives. No database."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from experiences_app.yaml_io import (
     write_zip,
 )
 
-# Seed 000, "Experience File Format", byte for byte.
+# The experience file format's example (file-validation), byte for byte.
 SEED_FILE = b"""exp_id: file-validation
 who:
   - CodeInterpreter
@@ -54,7 +54,7 @@ def error_of(name: str, data: bytes) -> FileError:
 # --- parsing ------------------------------------------------------------------------------------
 
 
-def test_the_seed_file_parses_and_dumps_back_to_the_same_bytes():
+def test_the_example_file_parses_and_dumps_back_to_the_same_bytes():
     assert parse_experience_file("handcrafted_exp_anything.yaml", SEED_FILE) == SEED_EXPERIENCE
     assert dump_experience_file(SEED_EXPERIENCE) == ("handcrafted_exp_file-validation.yaml", SEED_FILE)
 
@@ -126,7 +126,7 @@ def test_oversize_files_are_rejected_before_parsing():
 @pytest.mark.parametrize(
     "name", ["handcrafted_exp_a.yml", "exp_a.yaml", "handcrafted_exp_a.yaml.bak", "dir/handcrafted_exp_a.yaml"]
 )
-def test_names_other_than_the_seed_glob_are_not_experience_files(name: str):
+def test_names_other_than_the_loader_glob_are_not_experience_files(name: str):
     assert "handcrafted_exp_*.yaml" in error_of(name, SEED_FILE).message
 
 
@@ -195,7 +195,7 @@ def test_a_batch_keeps_good_files_and_reports_bad_ones_and_later_duplicates():
 # --- dump and round trip --------------------------------------------------------------------------
 
 
-def test_dump_writes_the_seed_layout_for_all_roles_and_multiline_text():
+def test_dump_writes_the_experience_file_layout_for_all_roles_and_multiline_text():
     exp = ExperienceData("multi_1", [], "line one\nline two", "step 1:\n  - indented {braces} 'quotes' # hash")
     name, data = dump_experience_file(exp)
     assert name == "handcrafted_exp_multi_1.yaml"

@@ -1,6 +1,6 @@
-"""Seed 000 conversation dicts, built from its shapes (Conversation/Round/Post/Attachment.to_dict).
+"""TaskWeaver-style conversation dicts, built from its shapes (Conversation/Round/Post/Attachment.to_dict).
 
-Between them they use every type of the seed's AttachmentType list, every round state,
+Between them they use every type of TaskWeaver's AttachmentType list, every round state,
 shared memory entries of both scopes carried by attachments, and values YAML could misread
 (multi-line text, "yes", "null", "1.0", unicode, nested extras).
 """

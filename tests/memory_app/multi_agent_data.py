@@ -1,5 +1,5 @@
 """A multi-agent session for the dashboard tests: three rounds of posts with typed attachments,
-shared memory in both scopes, and two agents' work records (seed 002's documents), one with an
+shared memory in both scopes, and two agents' work records (the agent memory reference documents), one with an
 archived entry. Built through the same services the API calls."""
 
 from __future__ import annotations

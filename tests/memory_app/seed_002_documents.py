@@ -1,5 +1,5 @@
-"""Documents assembled from every YAML block of seed 002 (kept verbatim in ./seed_002/, one file
-per block in the seed's order, whitespace-only lines included)."""
+"""Documents assembled from every YAML block of the agent memory file conventions (kept verbatim in
+./seed_002/, one file per block in the conventions' order, whitespace-only lines included)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def main_document() -> str:
 
 
 def examples_document(agent: str) -> str:
-    """Examples 1-3 (a discovery, a failed attempt, a decision) under the seed's header for `agent`."""
+    """Examples 1-3 (a discovery, a failed attempt, a decision) under the conventions' header for `agent`."""
     header = block("1_header").replace('agent: "developer"', f'agent: "{agent}"')
     examples = ("6_example_1_discovery", "7_example_2_failed_attempt", "8_example_3_decision")
     return header + "".join(block(name) for name in examples)

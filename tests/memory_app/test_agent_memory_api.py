@@ -1,4 +1,4 @@
-"""Agent memory documents (seed 002) over the API: PUT/GET round trips, validation, appends."""
+"""Agent memory documents (discoveries, attempts, decisions) over the API: PUT/GET round trips, validation, appends."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def get_yaml(api, session_id: str, agent: str = "developer"):
     return agent_memory_yaml.load(response.content.decode())
 
 
-def test_the_documents_use_every_yaml_block_of_the_seed():
+def test_the_documents_use_every_yaml_block_of_the_agent_memory_conventions():
     assert all_blocks() == [
         "1_header",
         "2_discoveries",
@@ -45,7 +45,7 @@ def test_the_documents_use_every_yaml_block_of_the_seed():
     assert all(block(name) in used for name in all_blocks())
 
 
-def test_the_seed_document_round_trips_through_yaml_without_loss(api, session_id):
+def test_the_reference_document_round_trips_through_yaml_without_loss(api, session_id):
     written = agent_memory_yaml.load(main_document())
     response = put_yaml(api, session_id, main_document())
     assert response.status_code == 200, response.content
@@ -63,7 +63,7 @@ def test_the_seed_document_round_trips_through_yaml_without_loss(api, session_id
     assert read["context"]["codebaseUnderstanding"]["existingPatterns"][2] == "Type safety with interfaces"
 
 
-def test_the_seed_document_round_trips_through_json_without_loss(api, session_id):
+def test_the_reference_document_round_trips_through_json_without_loss(api, session_id):
     written = agent_memory_yaml.load(main_document())
     response = api.put(memory_url(session_id), data=json.dumps(written), content_type="application/json")
     assert response.status_code == 200, response.content
@@ -76,7 +76,7 @@ def test_the_seed_document_round_trips_through_json_without_loss(api, session_id
     assert get_yaml(api, session_id) == written
 
 
-def test_the_seed_examples_round_trip_and_the_missing_sections_are_filled_in(api, session_id):
+def test_the_reference_examples_round_trip_and_the_missing_sections_are_filled_in(api, session_id):
     written = agent_memory_yaml.load(examples_document("tester"))
     assert put_yaml(api, session_id, examples_document("tester"), agent="tester").status_code == 200
     read = get_yaml(api, session_id, agent="tester")

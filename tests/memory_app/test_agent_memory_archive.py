@@ -1,4 +1,4 @@
-"""The archive job (seed 002 "File Size Guidelines"): old entries move to the archive with a
+"""The archive job (the file size guidelines by session length): old entries move to the archive with a
 history summary, and the API still returns them."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def memory_url(session_id: str, tail: str = "") -> str:
 
 @pytest.fixture
 def long_memory(api, session_id) -> dict:
-    """The seed's document spread over five hours, plus an old failed attempt appended later."""
+    """The reference document spread over five hours, plus an old failed attempt appended later."""
     document = stamped(agent_memory_yaml.load(main_document()), STAMPS)
     assert api.put(memory_url(session_id), document, format="json").status_code == 200
     failed = {

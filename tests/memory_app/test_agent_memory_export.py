@@ -1,4 +1,4 @@
-"""The session directory zip (seed 002 "File Structure") and the cross-agent attempts query."""
+"""The session directory zip (.rawko/sessions/{sessionId}/) and the cross-agent attempts query."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def unzip(response) -> dict[str, object]:
         return {name: agent_memory_yaml.load(archive.read(name).decode()) for name in archive.namelist()}
 
 
-def test_the_rawko_export_is_the_seeds_session_directory(api, team_session):
+def test_the_rawko_export_is_the_rawko_session_directory(api, team_session):
     response = api.get(f"/api/v1/sessions/{team_session}/export/", {"format": "rawko"})
     assert response["Content-Disposition"] == 'attachment; filename="auth-1.rawko.zip"'
     files = unzip(response)

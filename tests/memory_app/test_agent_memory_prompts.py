@@ -1,7 +1,7 @@
-"""Golden tests: seed 002's formatMemoryContext and buildArbiterSelectPrompt on the seed's documents.
+"""Golden tests: the TypeScript formatMemoryContext and buildArbiterSelectPrompt on the reference documents.
 
-`reference_*` below translate the seed's TypeScript literally (same steps, same JavaScript
-semantics: a missing field is `undefined` and `.split` on it throws), so where the seed's code
+`reference_*` below translate that TypeScript literally (same steps, same JavaScript
+semantics: a missing field is `undefined` and `.split` on it throws), so where the TypeScript
 works, the service must produce exactly its text. The expected strings are also written out by
 hand, so a wrong reference cannot hide a wrong service.
 """
@@ -121,7 +121,7 @@ def served(api, session_id: str, agent: str) -> dict:
     return api.get(url(session_id, f"agents/{agent}/memory/")).json()
 
 
-def test_the_prompt_of_the_seed_document_is_the_seeds_text(api, two_agents):
+def test_the_prompt_of_the_reference_document_is_the_typescript_text(api, two_agents):
     memory = served(api, two_agents, "developer")
     assert reference_format_memory_context(memory) == MAIN_CONTEXT
     response = api.get(url(two_agents, "agents/developer/memory/prompt/"))
@@ -131,9 +131,9 @@ def test_the_prompt_of_the_seed_document_is_the_seeds_text(api, two_agents):
     assert plain["Content-Type"].startswith("text/plain") and plain.content.decode() == MAIN_CONTEXT
 
 
-def test_the_failed_example_shows_its_error_where_the_seeds_code_throws(api, two_agents):
+def test_the_failed_example_shows_its_error_where_the_typescript_throws(api, two_agents):
     memory = served(api, two_agents, "tester")
-    # Example 2 keeps its reason in `error`, and the seed's `a.output.split` throws on it.
+    # Example 2 keeps its reason in `error`, and the TypeScript's `a.output.split` throws on it.
     with pytest.raises(Undefined):
         reference_format_memory_context(memory)
     assert api.get(url(two_agents, "agents/tester/memory/prompt/")).json()["text"] == EXAMPLES_CONTEXT
@@ -141,7 +141,7 @@ def test_the_failed_example_shows_its_error_where_the_seeds_code_throws(api, two
     assert format_memory_context(with_output) == reference_format_memory_context(with_output)
 
 
-def test_the_arbiter_summary_of_the_seed_documents_is_the_seeds_text(api, two_agents):
+def test_the_arbiter_summary_of_the_reference_documents_is_the_typescript_text(api, two_agents):
     memories = [(agent, served(api, two_agents, agent)) for agent in ("developer", "tester")]
     assert reference_build_arbiter_select_prompt(memories) == ARBITER
     response = api.get(url(two_agents, "arbiter-summary/"))
@@ -150,7 +150,7 @@ def test_the_arbiter_summary_of_the_seed_documents_is_the_seeds_text(api, two_ag
 
 
 def test_the_prompt_keeps_the_five_newest_discoveries_and_three_newest_failures(api, session_id):
-    """A longer memory built from the seed's document: limits, ordering and blockers."""
+    """A longer memory built from the reference document: limits, ordering and blockers."""
     document = agent_memory_yaml.load(main_document())
     base = document["discoveries"][0]
     document["discoveries"] = [

@@ -88,7 +88,7 @@ def queued_run(session_id) -> CompactionRun:
 # --- configuration ----------------------------------------------------------------------
 
 
-def test_memory_config_defaults_come_from_the_seed(api):
+def test_managed_memory_config_defaults(api):
     session_id = new_session(api, memory_config={})
     config = api.get(f"/api/v1/sessions/{session_id}/").json()["memory_config"]
     assert config["threshold_tokens"] == 150_000
@@ -306,7 +306,7 @@ def test_revert_restores_the_context_and_keeps_the_ledger(api, llm_server, sent_
     assert again.status_code == 409
 
 
-def test_events_carry_the_seed_compaction_event_fields(api, llm_server, sent_tasks):
+def test_events_carry_the_compaction_event_fields(api, llm_server, sent_tasks):
     session_id = new_session(api)
     append(api, session_id, *turns(6))
     compaction.compaction_execute(run_id=str(queued_run(session_id).pk))

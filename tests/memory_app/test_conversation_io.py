@@ -1,4 +1,4 @@
-"""Conversation export/import in seed 000's to_dict/from_dict shape, as JSON and YAML (must-show 1)."""
+"""Conversation export/import in TaskWeaver's to_dict/from_dict shape, as JSON and YAML."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def all_types(document: dict) -> set[str]:
     return {a["type"] for r in document["rounds"] for p in r["post_list"] for a in p["attachment_list"]}
 
 
-def test_the_example_uses_every_attachment_type_of_the_seed():
+def test_the_example_uses_every_taskweaver_attachment_type():
     assert all_types(data_analysis_conversation()) == set(ATTACHMENT_TYPES)
 
 

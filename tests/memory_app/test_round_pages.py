@@ -117,10 +117,10 @@ def test_it_links_every_agent_of_the_session(member: Client, session: Session) -
     assert f'href="{agent_url(session, "reviewer")}"' in html
 
 
-def test_seed_roles_get_distinct_colours_and_every_role_a_stable_one() -> None:
-    seed_roles = ["User", "Planner", "CodeInterpreter", "WebExplorer"]
-    hues = [round_pages.role_hue(role) for role in seed_roles]
-    # At least 30 degrees apart on the colour wheel, so no two seed roles look alike.
+def test_taskweaver_roles_get_distinct_colours_and_every_role_a_stable_one() -> None:
+    taskweaver_roles = ["User", "Planner", "CodeInterpreter", "WebExplorer"]
+    hues = [round_pages.role_hue(role) for role in taskweaver_roles]
+    # At least 30 degrees apart on the colour wheel, so no two TaskWeaver roles look alike.
     assert all(min(abs(a - b), 360 - abs(a - b)) >= 30 for i, a in enumerate(hues) for b in hues[i + 1 :])
     assert round_pages.role_hue("developer") == round_pages.role_hue("developer")
     assert round_pages.role_hue("developer") in round_pages.ROLE_PALETTE

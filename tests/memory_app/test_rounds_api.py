@@ -1,4 +1,4 @@
-"""Rounds and posts (seed 000): posts are messages of the session, with typed attachments."""
+"""Rounds and posts (TaskWeaver-style): posts are messages of the session, with typed attachments."""
 
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def test_an_unknown_attachment_type_is_refused_with_its_path(api, session_id):
     assert Message.objects.count() == 0
 
 
-def test_every_type_of_the_seed_list_is_accepted(api, session_id):
+def test_every_taskweaver_attachment_type_is_accepted(api, session_id):
     round_id = new_round(api, session_id, "q")["id"]
     attachments = [
         {"type": kind, "content": kind}

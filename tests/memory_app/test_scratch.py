@@ -1,4 +1,4 @@
-"""Scratch memory (seed 004): tool executions attached to the next assistant message as meta.scratch."""
+"""Scratch memory: tool executions attached to the next assistant message as meta.scratch."""
 
 from __future__ import annotations
 

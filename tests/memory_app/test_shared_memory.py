@@ -1,4 +1,4 @@
-"""Shared memory (seed 000's get_shared_memory_entries): both scopes, the current round, each role's latest."""
+"""Shared memory (TaskWeaver's get_shared_memory_entries): both scopes, the current round, each role's latest."""
 
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ def fail_round(api, session_id: str, round_id: str) -> None:
     assert response.status_code == 200, response.content
 
 
-def test_a_failed_round_still_shares_like_seed_000(api, session_id):
-    # Seed 000's get_shared_memory_entries reads every round, failed or not (only get_role_rounds
+def test_a_failed_round_still_shares_like_taskweaver_shared_memory(api, session_id):
+    # TaskWeaver's get_shared_memory_entries reads every round, failed or not (only get_role_rounds
     # skips failures): a conversation plan written in a failed round stays in effect, and a failed
     # round that is still the latest keeps its round-scoped entries until the next round starts.
     start_round(api, session_id, "round-1")

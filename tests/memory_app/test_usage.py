@@ -1,4 +1,4 @@
-"""Token economics (issue 8) and cost control (issue 7): the LLM-call and context ledgers, the usage
+"""Token economics and cost control: the LLM-call and context ledgers, the usage
 API, the per-team daily token budget and the per-key rate limit of LLM-backed endpoints.
 
 LLM numbers come from the scripted OpenAI-compatible server's `usage` fields over real HTTP.
@@ -211,7 +211,7 @@ def test_another_teams_session_is_not_found_in_usage(api, other_tenant) -> None:
     assert api.get("/api/v1/usage/", {"session": str(foreign.pk)}).status_code == 404
 
 
-# --- the daily token budget (issue 7) -------------------------------------------------------------
+# --- the daily token budget (cost control) --------------------------------------------------------
 
 
 def spend(team, tokens: int) -> None:
@@ -281,7 +281,7 @@ def test_a_selection_over_the_budget_is_429_with_retry_after(api, tenant, llm_se
     assert (budget["daily_budget"], budget["spent_today"], budget["remaining"]) == (100, 150, 0)
 
 
-# --- the per-key rate limit (issue 7) --------------------------------------------------------------
+# --- the per-key rate limit (cost control) ---------------------------------------------------------
 
 
 def test_llm_backed_endpoints_are_rate_limited_per_key(api, tenant, session_id, settings) -> None:

@@ -1,4 +1,4 @@
-"""The token economics page (issue 8): server-rendered figures, scoping, and the page in chromium."""
+"""The token economics page: server-rendered figures, scoping, and the page in chromium."""
 
 from __future__ import annotations
 

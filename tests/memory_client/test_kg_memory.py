@@ -1,6 +1,6 @@
 """KGMemory / MemoryManager(memory_type="kg") against a live server, and against marsys 0.2.1.
 
-Seed 001's Knowledge Graph Flow: add() stores the raw content and schedules extraction, the
+marsys's Knowledge Graph Flow: add() stores the raw content and schedules extraction, the
 facts appear once it ran (here: the server's offline extractive backend, run by an inline
 worker), and every read returns marsys's `_fact_to_dict` shape.
 """
@@ -111,7 +111,7 @@ def make_kg(make_memory: Callable[..., MemoryManager], fact_worker: FactWorker) 
     return make
 
 
-# --- seed 001's documented flows -------------------------------------------------------------
+# --- marsys's documented KGMemory flows -------------------------------------------------------
 
 
 def test_add_stores_the_raw_content_and_the_extracted_facts_appear(make_kg, fact_worker):

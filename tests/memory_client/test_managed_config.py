@@ -1,4 +1,4 @@
-"""ManagedMemoryConfig: the seed's names and defaults, its JSON, and the server's checks of it."""
+"""ManagedMemoryConfig: marsys's names and defaults, its JSON, and the server's checks of it."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def custom_config() -> ManagedMemoryConfig:
     )
 
 
-def test_the_defaults_are_the_seeds():
+def test_the_managed_memory_config_defaults_are_marsys_defaults():
     config = ManagedMemoryConfig()
     assert (config.threshold_tokens, config.image_token_estimate) == (150_000, 800)
     assert config.trigger_events == ["add", "get_messages"]

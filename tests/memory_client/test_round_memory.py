@@ -1,4 +1,4 @@
-"""memory_client's Memory (seed 000) and its dataclasses, against a live server over real HTTP."""
+"""memory_client's Memory (TaskWeaver-style rounds) and its dataclasses, against a live server over real HTTP."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def test_attachment_from_dict_gives_none_for_a_removed_type_and_post_leaves_it_o
     assert post.get_attachment(AttachmentType.plan) == ["p"]
 
 
-def test_the_dataclasses_write_the_seed_shapes_they_read():
+def test_the_dataclasses_write_the_to_dict_shapes_they_read():
     document = data_analysis_conversation()
     conversation = Conversation.from_dict(document)
     assert conversation.to_dict() == document
@@ -59,7 +59,7 @@ def test_the_dataclasses_write_the_seed_shapes_they_read():
     assert SharedMemoryEntry.from_dict(entry).to_dict() == entry
 
 
-def test_created_ids_follow_the_seed_prefixes():
+def test_created_ids_follow_the_taskweaver_prefixes():
     assert Round.create("q").id.startswith("round-")
     assert Post.create("m", "A", "B").id.startswith("post-")
     assert Attachment.create("plan", "p").id.startswith("atta-")

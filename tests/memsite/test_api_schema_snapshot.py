@@ -29,6 +29,12 @@ def _differences(stored: Any, served: Any, path: str = "") -> list[str]:
         for key in stored.keys() & served.keys():
             found += _differences(stored[key], served[key], f"{path}/{key}")
         return found
+    if isinstance(stored, list) and isinstance(served, list) and len(stored) == len(served):
+        return [
+            found
+            for index, pair in enumerate(zip(stored, served, strict=True))
+            for found in _differences(*pair, f"{path}[{index}]")
+        ]
     if stored != served:
         return [f"{path}: {json.dumps(stored)[:120]} != {json.dumps(served)[:120]}"]
     return []

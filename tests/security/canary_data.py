@@ -95,7 +95,7 @@ def fill_session(
     ]
     _ok(client.post(f"{base}/messages/", {"messages": messages}, format="json"))
 
-    # Rounds, posts with attachments, shared memory and scratch (seeds 000 and 004).
+    # Rounds, posts with attachments, shared memory and scratch memory.
     round_ = _ok(client.post(f"{base}/rounds/", {"user_query": f"query {c}"}, format="json"))
     _ok(
         client.post(
@@ -130,7 +130,7 @@ def fill_session(
         )
     )
 
-    # Agent work records, then an archive of the older entries (seed 002).
+    # Agent work records, then an archive of the older entries.
     agent_url = f"{base}/agents/developer/memory/"
     for hour, kind, body in [
         (1, "discoveries/", {"type": "api_surface", "content": f"discovery {c}"}),

@@ -59,7 +59,7 @@ role("session-detail", "patch", WRITE, {"system_prompt": "y"})
 role("message-list", "post", WRITE, {"role": "user", "content": "more"})
 role("message-detail", "patch", WRITE, {"content": "edited"})
 role("message-detail", "delete", WRITE)
-role("session-reset", "post", WRITE)  # seed 001's reset_memory: the agent's own working memory
+role("session-reset", "post", WRITE)  # reset_memory: the agent's own working memory
 role("session-compact", "post", WRITE)
 role("compaction-revert", "post", WRITE)
 role("session-extract-facts", "post", WRITE, {})

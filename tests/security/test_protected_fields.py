@@ -61,9 +61,9 @@ def hostile_fields(other_team_pk: int, *, with_status: bool) -> dict[str, Any]:
 
 # Fields a route takes from the client on purpose (they are not server-owned there).
 CLIENT_OWNED: dict[tuple[str, str], set[str]] = {
-    # seed 000: the entry's author is the role that wrote it; one key may serve several roles
+    # shared memory: the entry's author is the role that wrote it; one key may serve several roles
     ("shared-memory", "post"): {"created_by", "id"},
-    # client-chosen round, post and agent-memory entry ids make retries safe (seeds 000, 002)
+    # client-chosen round, post and agent-memory entry ids make retries safe
     ("round-list", "post"): {"id"},
     ("round-posts", "post"): {"id"},
     ("agent-memory-discoveries", "post"): {"id"},

@@ -1,4 +1,4 @@
-"""manage.py export_experiences DIR [--team T] [--status S]: a team's experiences as seed 000's files."""
+"""manage.py export_experiences DIR [--team T] [--status S]: a team's experiences as handcrafted_exp_*.yaml files."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""manage.py import_experiences DIR [--team T] [--dry-run] [--approve]: seed 000's files into a team."""
+"""manage.py import_experiences DIR [--team T] [--dry-run] [--approve]: handcrafted_exp_*.yaml files into a team."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def team_named(name: str) -> Team:
 
 
 def read_directory(directory: Path) -> list[tuple[str, bytes]]:
-    """The directory's `handcrafted_exp_*.yaml` files (seed 000's glob, not recursive), by name."""
+    """The directory's `handcrafted_exp_*.yaml` files (the experience loader's glob, not recursive), by name."""
     if not directory.is_dir():
         raise CommandError(f"{directory} is not a directory.")
     files = []
