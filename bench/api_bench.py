@@ -133,7 +133,7 @@ def seed_messages(session_id: str, count: int) -> None:
     from django.db import transaction
     from django.db.models import F
 
-    from memory_app import counting
+    from memory_app.conversations import counting
     from memory_app.models import Message, Session
 
     token_counts = {role: counting.message_tokens({"role": role, "content": CONTENT}) for role in SEED_ROLES}

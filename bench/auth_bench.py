@@ -24,9 +24,9 @@ django.setup()
 
 from django.db import connection  # noqa: E402
 
-from memory_app import services  # noqa: E402
-from memory_app.auth import find_active_key, key_digest  # noqa: E402
 from memory_app.models import ApiKey  # noqa: E402
+from memory_app.tenancy import services as tenancy  # noqa: E402
+from memory_app.tenancy.auth import find_active_key, key_digest  # noqa: E402
 
 RUNS = 5
 CALLS = 2000
@@ -46,8 +46,8 @@ def main() -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    team = services.team_get_or_create(name="auth-bench")
-    api_key, raw = services.api_key_create(team=team, name="auth-bench")
+    team = tenancy.team_get_or_create(name="auth-bench")
+    api_key, raw = tenancy.api_key_create(team=team, name="auth-bench")
     try:
         digest = per_call_us(lambda: key_digest(raw))
         full = per_call_us(lambda: find_active_key(raw))

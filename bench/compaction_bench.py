@@ -67,6 +67,7 @@ from bench.harness import (
     settle_database,
     setup_django,
 )
+from memory_app.tenancy import services as tenancy
 
 HOST = "127.0.0.1"
 SYSTEM_PROMPT = "You are a careful assistant that remembers what the team decided."
@@ -252,7 +253,7 @@ def serve_llm() -> None:
 
 
 def turn_tokens() -> dict[str, int]:
-    from memory_app import counting
+    from memory_app.conversations import counting
 
     return {role: counting.message_tokens({"role": role, "content": TURNS[role]}) for role in ROLES}
 
@@ -262,7 +263,7 @@ def seed_session(team: Any, *, name: str, messages: int, threshold: int) -> Any:
     from django.db import transaction
     from django.db.models import F
 
-    from memory_app import services
+    from memory_app.conversations import services
     from memory_app.models import Message, Session
 
     session = services.session_create(
@@ -328,9 +329,10 @@ def floor_read(session: Any) -> list[dict[str, Any]]:
 
 
 def bench_context(team: Any, sizes: list[int], calls: int) -> list[ContextFigures]:
-    from memory_app import compaction, services
+    from memory_app.compaction import services as compaction
+    from memory_app.conversations import services
+    from memory_app.conversations.selectors import context_build
     from memory_app.models import CompactionRun, Session
-    from memory_app.selectors import context_build
 
     sessions = [seed_session(team, name=f"context-{n}", messages=n, threshold=100_000) for n in sizes]
     settle_database()
@@ -413,9 +415,9 @@ def claim_nothing_round_trip(worker: Worker, done_run_id: str) -> float:
 
 
 def end_to_end_once(worker: Worker, session: Any, figures: EndToEnd) -> None:
-    from memory_app import compaction
+    from memory_app.compaction import services as compaction
+    from memory_app.conversations.selectors import context_build
     from memory_app.models import CompactionRun, Session
-    from memory_app.selectors import context_build
 
     mark = worker.mark()
     started = time.perf_counter()
@@ -504,7 +506,7 @@ def append_loop(
     stop: Callable[[], bool] | None = None,
     limit: int | None = None,
 ) -> list[AppendSample]:
-    from memory_app import services
+    from memory_app.conversations import services
 
     contents = content or TURNS
     samples: list[AppendSample] = []
@@ -553,7 +555,7 @@ def busy_phase(
     team: Any, sessions: list[Any], seconds: float, timer: CountTimer, meter: CpuMeter
 ) -> tuple[list[AppendSample], list[Any], dict[str, float]]:
     """Queue a compaction of every session, append to them while the worker works through them."""
-    from memory_app import compaction
+    from memory_app.compaction import services as compaction
     from memory_app.models import CompactionRun
 
     worker_ticks = process_ticks(meter.base["worker"])
@@ -592,7 +594,7 @@ def append_round(
     order: tuple[str, ...],
     quiet: float,
 ) -> AppendRound:
-    from memory_app import compaction
+    from memory_app.compaction import services as compaction
 
     ids = [s.pk for s in sessions]
     idle: list[AppendSample] = []
@@ -630,7 +632,7 @@ def bench_appends(
     retries: int,
     max_other: float,
 ) -> tuple[list[AppendRound], list[AppendSample]]:
-    from memory_app import services
+    from memory_app.conversations import services
 
     timer = CountTimer(services._count_tokens)
     services._count_tokens = timer  # timing only: the wrapped function is the product's own
@@ -667,7 +669,7 @@ def bench_appends(
 
 def profile_job(team: Any, messages: int) -> None:
     """cProfile one compaction job of a fresh ~100k-token session, run in this process."""
-    from memory_app import compaction
+    from memory_app.compaction import services as compaction
     from memory_app.models import CompactionRun
 
     def pending_run(name: str, count: int) -> CompactionRun:
@@ -898,12 +900,12 @@ def main() -> int:
         setup_django({**env, "LOG_LEVEL": "WARNING"})
         from django.conf import settings
 
-        from memory_app import compaction, services
+        from memory_app.compaction import services as compaction
         from memory_app.models import CompactionRun
 
         if settings.DEBUG or not settings.CELERY_BROKER_URL.startswith("redis://"):
             raise RuntimeError("expected DEBUG off and the Redis broker")
-        team = services.team_get_or_create(name="cbench")
+        team = tenancy.team_get_or_create(name="cbench")
 
         warm = seed_session(team, name="warm-up", messages=20, threshold=100_000)  # worker imports, first call
         wait_runs([compaction.compaction_request(session=warm, trigger=CompactionRun.Trigger.MANUAL)[0].pk], 60)

@@ -78,6 +78,7 @@ from bench.harness import (
     settle_database,
     setup_django,
 )
+from memory_app.tenancy import services as tenancy
 
 HOST = "127.0.0.1"
 PAGE = 50  # the API's default page of facts
@@ -225,8 +226,8 @@ def seed_facts(team: Any, sessions: list[Any], total: int, rng: random.Random) -
     from django.db import connection, transaction
     from django.utils import timezone
 
-    from memory_app.fact_output import normalize_term
-    from memory_app.facts import fact_key, is_single_valued, term_key
+    from memory_app.facts.output import normalize_term
+    from memory_app.facts.services import fact_key, is_single_valued, term_key
     from memory_app.models import Fact
 
     started = time.perf_counter()
@@ -341,9 +342,9 @@ class ReadRound:
 def read_figures(team: Any, raw_key: str, seeded: Seeded, rng: random.Random) -> list[ReadFigure]:
     from django.test import Client
 
-    from memory_app import fact_selectors
-    from memory_app.fact_output import normalize_term
-    from memory_app.facts import term_key
+    from memory_app.facts import selectors as fact_selectors
+    from memory_app.facts.output import normalize_term
+    from memory_app.facts.services import term_key
     from memory_app.models import Fact
 
     client = Client(HTTP_AUTHORIZATION=f"Bearer {raw_key}")
@@ -467,7 +468,7 @@ def extraction_session(team: Any, name: str, messages: int, rng: random.Random, 
     the bench asks for the runs itself)."""
     from django.db import transaction
 
-    from memory_app import counting, services
+    from memory_app.conversations import counting, services
     from memory_app.models import Message, Session
 
     session = services.session_create(team=team, external_id=name)
@@ -556,7 +557,7 @@ def noop_round_trip(worker: Worker) -> float:
 
 
 def extraction_batch(worker: Worker, session: Any, runs: int, per_run: int, meter: CpuMeter) -> Batch:
-    from memory_app import fact_extraction
+    from memory_app.facts import extraction as fact_extraction
     from memory_app.models import FactExtractionRun
 
     worker_pid = meter.base["worker"]
@@ -601,7 +602,7 @@ class Latency:
 
 
 def single_run(session: Any, first: int, per_run: int) -> float:
-    from memory_app import fact_extraction
+    from memory_app.facts import extraction as fact_extraction
     from memory_app.models import FactExtractionRun
 
     started = time.perf_counter()
@@ -666,7 +667,8 @@ def profile(team: Any, raw_key: str, seeded: Seeded, worker_session: Any, per_ru
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    from memory_app import fact_extraction, fact_selectors
+    from memory_app.facts import extraction as fact_extraction
+    from memory_app.facts import selectors as fact_selectors
     from memory_app.models import FactExtractionRun
 
     hub = seeded.labels[seeded.degrees.most_common(1)[0][0]]
@@ -838,12 +840,12 @@ def main() -> int:
         setup_django({**env, "LOG_LEVEL": "WARNING"})
         from django.conf import settings
 
-        from memory_app import services
+        from memory_app.conversations import services
 
         if settings.DEBUG or not settings.CELERY_BROKER_URL.startswith("redis://"):
             raise RuntimeError("expected DEBUG off and the Redis broker")
-        team = services.team_get_or_create(name="fbench")
-        _, raw_key = services.api_key_create(team=team, name="fbench")
+        team = tenancy.team_get_or_create(name="fbench")
+        _, raw_key = tenancy.api_key_create(team=team, name="fbench")
         sessions = [services.session_create(team=team, external_id=f"kg-{i}", memory_type="kg") for i in range(200)]
         print(f"seeding {args.facts:,} facts ...", flush=True)
         seeded = seed_facts(team, sessions, args.facts, rng)

@@ -74,6 +74,7 @@ from bench.harness import (
     wait_ready,
 )
 from bench.selection_bench import ROLES, make_query, seed_experiences
+from memory_app.tenancy import services as tenancy
 
 # The operation mix: (name, weight). Appends dominate as in an agent loop (every turn is written),
 # context is read before most LLM calls, facts and experiences are looked up less often.
@@ -543,11 +544,10 @@ def report(header: list[str], runs: list[RunFigures]) -> None:
 
 
 def seed(args: argparse.Namespace) -> list[Agent]:
-    from memory_app import services
 
     rng = random.Random(args.seed)
-    team = services.team_get_or_create(name="load")
-    other = services.team_get_or_create(name="load-other")
+    team = tenancy.team_get_or_create(name="load")
+    other = tenancy.team_get_or_create(name="load-other")
     seeded = seed_experiences(team, other, args.experiences, rng)
     print(
         f"seeded {seeded.experiences} approved experiences (+{seeded.others} drafts, disabled and another "
@@ -556,7 +556,7 @@ def seed(args: argparse.Namespace) -> list[Agent]:
     )
     agents = []
     for number in range(args.agents + 1):  # the extra one is the smoke check's
-        _, key = services.api_key_create(team=team, name=f"agent-{number}")
+        _, key = tenancy.api_key_create(team=team, name=f"agent-{number}")
         agents.append(
             Agent(
                 number=number,

@@ -67,6 +67,7 @@ from bench.harness import (
     settle_database,
     setup_django,
 )
+from memory_app.tenancy import services as tenancy
 
 HOST = "127.0.0.1"
 INSTANT_BACKEND = "bench.selection_bench.InstantBackend"
@@ -292,7 +293,7 @@ def seed_session(team: Any, messages: int, rng: random.Random) -> Any:
     The Planner talks to everyone; the other agents answer it; the User opens each task."""
     from django.db import transaction
 
-    from memory_app import counting, services
+    from memory_app.conversations import counting, services
     from memory_app.models import Message, Session
 
     session = services.session_create(team=team, system_prompt="You are a team of agents.", external_id="sbench")
@@ -395,7 +396,7 @@ def selection(team: Any, role: str, *, backend: str | None = None, session_id: s
     from django.conf import settings
 
     from experiences_app import services
-    from memory_app import selectors as memory_selectors
+    from memory_app.conversations import selectors as memory_selectors
 
     instant = instant_class()
 
@@ -525,7 +526,7 @@ class StepTimers:
     def __init__(self) -> None:
         from experiences_app import selectors, services
         from experiences_app.models import SelectionLog
-        from memory_app import selectors as memory_selectors
+        from memory_app.conversations import selectors as memory_selectors
 
         self.owners = {
             "memory_selectors": memory_selectors,
@@ -699,12 +700,10 @@ def main() -> int:
         setup_django({**env, "LOG_LEVEL": "WARNING"})
         from django.conf import settings
 
-        from memory_app import services as memory_services
-
         if settings.DEBUG or settings.LLM_BACKEND != INSTANT_BACKEND:
             raise RuntimeError("expected DEBUG off and the instant LLM backend")
-        team = memory_services.team_get_or_create(name="sbench")
-        other_team = memory_services.team_get_or_create(name="sbench-other")
+        team = tenancy.team_get_or_create(name="sbench")
+        other_team = tenancy.team_get_or_create(name="sbench-other")
         print(f"seeding {args.experiences:,} approved experiences (+ drafts, disabled, another team) ...", flush=True)
         seeded = seed_experiences(team, other_team, args.experiences, rng)
         session = seed_session(team, args.messages, rng)

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from experiences_app.models import Experience, ExperienceRevision, SelectionLog, TeamExperienceConfig
 from experiences_app.selection import DEFAULT_SELECTION_TEMPLATE
-from memory_app.context import content_text
+from memory_app.compaction.processors import content_text
 from memory_app.models import Message, Session, Team
 from memsite.errors import NotFound
 

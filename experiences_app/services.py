@@ -32,7 +32,7 @@ from experiences_app.yaml_io import (
     parse_experience_files,
     validate_experience,
 )
-from memory_app.events import event_record
+from memory_app.events.services import event_record
 from memory_app.llm import (
     EXTRACTIVE_BACKEND,
     ChatRequest,
@@ -41,8 +41,8 @@ from memory_app.llm import (
     LLMTransientError,
     get_backend,
 )
-from memory_app.llm_usage import llm_complete
 from memory_app.models import ApiKey, MemoryEvent, Session, Team
+from memory_app.usage.llm_calls import llm_complete
 from memsite.errors import BudgetExceeded, Conflict, InvalidInput, LLMFailed, LLMUnavailable
 
 # Path segments of the experiences API that an exp_id would shadow (experiences/<exp_id>/).

@@ -2,9 +2,9 @@
 validation as you type and a live YAML preview, one experience with its revisions and diffs,
 the review queue, "try selection", import/export and the team's selection settings.
 
-Every page is scoped to the user's current team (`memory_app.views.team_page`); approving,
+Every page is scoped to the user's current team (`memory_app.dashboard.decorators.team_page`); approving,
 disabling and changing the settings are POSTs for the team's admins (the API asks an admin key
-for the same), via `memory_app.views.team_admin_action`. Every write calls
+for the same), via `memory_app.dashboard.decorators.team_admin_action`. Every write calls
 experiences_app.services, like the API and the admin.
 """
 
@@ -35,10 +35,11 @@ from experiences_app.yaml_io import (
     validate_experience,
     write_zip,
 )
-from memory_app import selectors as memory_selectors
-from memory_app.fact_pages import _back
+from memory_app.conversations import selectors as memory_selectors
+from memory_app.dashboard.decorators import team_admin_action, team_page
+from memory_app.facts.pages import _back
 from memory_app.models import Session, Team
-from memory_app.views import team_admin_action, team_page
+from memory_app.tenancy import selectors as tenancy_selectors
 from memsite.errors import Conflict, InvalidInput, LLMFailed, LLMUnavailable, NotFound
 
 EXPERIENCES_PER_PAGE = 50
@@ -57,7 +58,7 @@ def _page_context(request: HttpRequest, team: Team, teams: list[Team], tab: str,
         "team": team,
         "teams": teams,
         "tab": tab,
-        "can_curate": memory_selectors.user_is_team_admin(user=request.user, team=team),
+        "can_curate": tenancy_selectors.user_is_team_admin(user=request.user, team=team),
         "draft_count": drafts,
         **extra,
     }
@@ -446,7 +447,7 @@ def experience_import(request: HttpRequest, *, team: Team, teams: list[Team]) ->
     if request.method == "POST":
         uploads = request.FILES.getlist("files")
         dry_run, approve = request.POST.get("dry_run") == "on", request.POST.get("approve") == "on"
-        if approve and not memory_selectors.user_is_team_admin(user=request.user, team=team):
+        if approve and not tenancy_selectors.user_is_team_admin(user=request.user, team=team):
             error, status = "Only the team's admins may approve what an import writes.", 403
         elif not uploads:
             error, status = "Choose handcrafted_exp_*.yaml files or a zip of them.", 400

@@ -1,4 +1,4 @@
-"""Admin for teams, keys and (read-only) conversation data. Writes go through memory_app.services."""
+"""Admin for teams, keys and (read-only) conversation data. Writes go through memory_app.conversations.services."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from memory_app import compaction, fact_extraction, facts, selectors, services, webhooks
+from memory_app.compaction import services as compaction
+from memory_app.facts import extraction as fact_extraction
+from memory_app.facts import services as facts
 from memory_app.models import (
     ApiKey,
     CompactionRun,
@@ -28,6 +30,9 @@ from memory_app.models import (
     Webhook,
     WebhookDelivery,
 )
+from memory_app.tenancy import selectors as tenancy_selectors
+from memory_app.tenancy import services as tenancy
+from memory_app.webhooks import services as webhooks
 from memsite.errors import Conflict
 
 
@@ -76,7 +81,7 @@ class TeamAdmin(admin.ModelAdmin):
         millions of messages), and no per-model delete permission: the conversation rows
         are read-only here, yet deleting the team through `team_delete` must take them all."""
         teams = list(objs)
-        counts = selectors.team_row_counts(team_ids=[team.pk for team in teams])
+        counts = tenancy_selectors.team_row_counts(team_ids=[team.pk for team in teams])
         return [str(team) for team in teams], counts, set(), []
 
     def log_deletions(self, request: HttpRequest, queryset: Any) -> None:
@@ -94,7 +99,7 @@ class TeamAdmin(admin.ModelAdmin):
 
     def delete_model(self, request: HttpRequest, obj: Team) -> None:
         team_pk = obj.pk
-        services.team_delete(team=obj)
+        tenancy.team_delete(team=obj)
         self._log_team_deletion(request, team_pk)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Team]) -> None:
@@ -105,7 +110,7 @@ class TeamAdmin(admin.ModelAdmin):
         if change:
             super().save_model(request, obj, form, change)
             return
-        created = services.team_get_or_create(name=obj.name)
+        created = tenancy.team_get_or_create(name=obj.name)
         obj.pk, obj.created_at = created.pk, created.created_at
         obj._state.adding = False
 
@@ -136,7 +141,7 @@ class KeyStatusFilter(admin.SimpleListFilter):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    """Keys are minted by services.api_key_create; the raw key is shown once, the digest never."""
+    """Keys are minted by tenancy.api_key_create; the raw key is shown once, the digest never."""
 
     list_display = ["prefix", "name", "team", "role", "agent_name", "created_at", "revoked_at", "status"]
     list_filter = [KeyStatusFilter, "role", "team"]
@@ -162,7 +167,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         return "active" if api_key.is_active else "revoked"
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: ModelForm, change: bool) -> None:
-        api_key, raw_key = services.api_key_create(
+        api_key, raw_key = tenancy.api_key_create(
             team=obj.team, name=obj.name, role=obj.role, agent_name=obj.agent_name
         )
         for model_field in ApiKey._meta.concrete_fields:
@@ -196,7 +201,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def revoke_selected(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         revoked = 0
         for api_key in queryset.filter(revoked_at__isnull=True):
-            services.api_key_revoke(api_key=api_key)
+            tenancy.api_key_revoke(api_key=api_key)
             revoked += 1
         self.message_user(request, f"Revoked {revoked} key{'s' if revoked != 1 else ''}.", messages.SUCCESS)
 

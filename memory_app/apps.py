@@ -11,7 +11,7 @@ class MemoryAppConfig(AppConfig):
 
         # Registers the OpenAPI extension for the API key scheme.
         from memory_app.api import schema  # noqa: F401
-        from memory_app.metrics import metrics_dir
+        from memory_app.ops.metrics import metrics_dir
         from memsite import (
             checks,  # noqa: F401  (registers the system checks)
             logs,

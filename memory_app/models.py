@@ -459,7 +459,7 @@ class IdempotencyRecord(models.Model):
         return f"{self.key} ({self.status_code})"
 
 
-from memory_app.agent_memory_models import AgentMemory, AgentMemoryEntry  # noqa: E402, F401  (agent work records)
-from memory_app.round_models import Attachment, Round, ScratchEntry, SharedMemoryEntry  # noqa: E402, F401  (rounds, scratch)
-from memory_app.usage_models import ContextServe, LLMCall  # noqa: E402, F401  (token economics)
-from memory_app.webhook_models import Webhook, WebhookDelivery  # noqa: E402, F401  (webhooks)
+from memory_app.agent_records.models import AgentMemory, AgentMemoryEntry  # noqa: E402, F401  (agent work records)
+from memory_app.rounds.models import Attachment, Round, ScratchEntry, SharedMemoryEntry  # noqa: E402, F401  (rounds, scratch)
+from memory_app.usage.models import ContextServe, LLMCall  # noqa: E402, F401  (token economics)
+from memory_app.webhooks.models import Webhook, WebhookDelivery  # noqa: E402, F401  (webhooks)

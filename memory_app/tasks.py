@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from memory_app import agent_memory, compaction, fact_extraction, idempotency, webhooks
-from memory_app.metrics import observed_job
+from memory_app.agent_records import services as agent_memory
+from memory_app.api import idempotency
+from memory_app.compaction import services as compaction
+from memory_app.facts import extraction as fact_extraction
+from memory_app.ops.metrics import observed_job
+from memory_app.webhooks import services as webhooks
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)

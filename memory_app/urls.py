@@ -1,6 +1,12 @@
 from django.urls import path
 
-from memory_app import fact_pages, round_pages, usage_pages, views, webhook_pages
+from memory_app.conversations import pages as views
+from memory_app.dashboard import decorators as dashboard
+from memory_app.facts import pages as fact_pages
+from memory_app.ops import pages as ops_pages
+from memory_app.rounds import pages as round_pages
+from memory_app.usage import pages as usage_pages
+from memory_app.webhooks import pages as webhook_pages
 
 urlpatterns = [
     path("", views.session_list, name="sessions"),
@@ -34,8 +40,8 @@ urlpatterns = [
     path(
         "webhooks/deliveries/<uuid:delivery_id>/redeliver/", webhook_pages.webhook_redeliver, name="webhook_redeliver"
     ),
-    path("team/", views.switch_team, name="switch_team"),
-    path("ops/", views.ops, name="ops"),
-    path("ops/status/", views.ops_status, name="ops_status"),
-    path("ops/jobs/<slug:kind>/<uuid:job_id>/retry/", views.ops_job_retry, name="ops_job_retry"),
+    path("team/", dashboard.switch_team, name="switch_team"),
+    path("ops/", ops_pages.ops, name="ops"),
+    path("ops/status/", ops_pages.ops_status, name="ops_status"),
+    path("ops/jobs/<slug:kind>/<uuid:job_id>/retry/", ops_pages.ops_job_retry, name="ops_job_retry"),
 ]

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 
-from memory_app.metrics import render_metrics
+from memory_app.ops.metrics import render_metrics
 
 
 def _error(status: int, error: str, detail: str) -> JsonResponse:

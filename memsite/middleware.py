@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 
-from memory_app import metrics
+from memory_app.ops import metrics
 from memsite import logs
 from memsite.parsers import NUL, NUL_PROBLEM
 

@@ -82,7 +82,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "memory_app.views.navigation",
+                "memory_app.dashboard.decorators.navigation",
             ],
         },
     },
@@ -162,8 +162,8 @@ TOKEN_ENCODING = env_choice("MEMSITE_TOKEN_ENCODING", "cl100k_base", ("cl100k_ba
 
 # --- REST framework ----------------------------------------------------------------------
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["memory_app.auth.ApiKeyAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["memory_app.permissions.HasTeamKey"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["memory_app.tenancy.auth.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["memory_app.tenancy.permissions.HasTeamKey"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["memsite.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "memory_app.api.schema.MemsiteAutoSchema",
@@ -183,9 +183,9 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # The schema and Swagger UI: public only when API_DOCS_PUBLIC (development), else a team key
     # or a dashboard login (tests/security/test_deny_by_default.py).
-    "SERVE_PERMISSIONS": ["memory_app.permissions.ApiDocsAccess"],
+    "SERVE_PERMISSIONS": ["memory_app.tenancy.permissions.ApiDocsAccess"],
     "SERVE_AUTHENTICATION": [
-        "memory_app.auth.ApiKeyAuthentication",
+        "memory_app.tenancy.auth.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
 }

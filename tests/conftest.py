@@ -9,8 +9,9 @@ from dataclasses import dataclass
 import pytest
 from rest_framework.test import APIClient
 
-from memory_app import services
+from memory_app.conversations import services
 from memory_app.models import ApiKey, Session, Team
+from memory_app.tenancy import services as tenancy
 from tests.worker_process import Worker, llm_env, process_env
 
 
@@ -23,8 +24,8 @@ class Tenant:
 
 
 def make_tenant(name: str, role: str = ApiKey.Role.WRITE) -> Tenant:
-    team = services.team_get_or_create(name=name)
-    api_key, raw = services.api_key_create(team=team, name=f"{name}-key", role=role)
+    team = tenancy.team_get_or_create(name=name)
+    api_key, raw = tenancy.api_key_create(team=team, name=f"{name}-key", role=role)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     return Tenant(team=team, key=raw, api_key=api_key, client=client)
@@ -85,7 +86,7 @@ def api(tenant: Tenant) -> APIClient:
 @pytest.fixture
 def admin_api(tenant: Tenant) -> APIClient:
     """An admin key of the same team as `api` (team settings, approvals and purges need one)."""
-    _, raw = services.api_key_create(team=tenant.team, name="alpha-admin", role=ApiKey.Role.ADMIN)
+    _, raw = tenancy.api_key_create(team=tenant.team, name="alpha-admin", role=ApiKey.Role.ADMIN)
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     return client
@@ -126,7 +127,7 @@ def sent_tasks(monkeypatch) -> list[tuple[str, float]]:
     """Record compaction tasks instead of sending them to a broker (in-process tests)."""
     sent: list[tuple[str, float]] = []
     monkeypatch.setattr(
-        "memory_app.compaction._send", lambda run_id, countdown=0: sent.append((str(run_id), countdown))
+        "memory_app.compaction.services._send", lambda run_id, countdown=0: sent.append((str(run_id), countdown))
     )
     return sent
 

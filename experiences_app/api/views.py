@@ -18,11 +18,11 @@ from experiences_app import selectors, services
 from experiences_app.api import serializers as s
 from experiences_app.models import Experience, SelectionLog, TeamExperienceConfig
 from experiences_app.yaml_io import MAX_FILE_BYTES, MAX_ZIP_TOTAL_BYTES, ZipArchiveError, read_zip, write_zip
-from memory_app import selectors as memory_selectors
-from memory_app.api.fact_views import _page_schema
-from memory_app.api.views import TeamScopedView, _query
-from memory_app.permissions import require_admin
-from memory_app.throttles import LLMEndpointThrottle
+from memory_app.api.base import TeamScopedView, _query
+from memory_app.conversations import selectors as memory_selectors
+from memory_app.facts.api import _page_schema
+from memory_app.tenancy.permissions import require_admin
+from memory_app.tenancy.throttles import LLMEndpointThrottle
 from memsite.errors import InvalidInput
 from memsite.parsers import JSONParser
 

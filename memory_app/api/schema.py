@@ -20,7 +20,7 @@ from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
-from memory_app.throttles import LLMEndpointThrottle
+from memory_app.tenancy.throttles import LLMEndpointThrottle
 
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 PATH_SEGMENT = "^[^/]+$"
@@ -28,7 +28,7 @@ NARROWED = {"format", "pattern", "enum"}
 
 
 class ApiKeyAuthenticationScheme(OpenApiAuthenticationExtension):
-    target_class = "memory_app.auth.ApiKeyAuthentication"
+    target_class = "memory_app.tenancy.auth.ApiKeyAuthentication"
     name = "ApiKeyAuth"
 
     def get_security_definition(self, auto_schema: Any) -> dict[str, str]:

@@ -1,6 +1,13 @@
 from django.urls import path
 
-from memory_app.api import agent_memory_views, fact_views, live_views, round_urls, usage_views, views
+from memory_app.agent_records import api as agent_memory_views
+from memory_app.compaction import api as compaction_api
+from memory_app.conversations import api as views
+from memory_app.events import api as events_api
+from memory_app.events import api as live_views
+from memory_app.facts import api as fact_views
+from memory_app.rounds import urls as round_urls
+from memory_app.usage import api as usage_views
 
 urlpatterns = [
     path("sessions/", views.SessionListCreateView.as_view(), name="session-list"),
@@ -15,14 +22,16 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/reset/", views.SessionResetView.as_view(), name="session-reset"),
     path("sessions/<uuid:session_id>/context/", views.ContextView.as_view(), name="session-context"),
     path("sessions/<uuid:session_id>/export/", views.SessionExportView.as_view(), name="session-export"),
-    path("sessions/<uuid:session_id>/compact/", views.CompactView.as_view(), name="session-compact"),
-    path("sessions/<uuid:session_id>/compactions/", views.CompactionListView.as_view(), name="compaction-list"),
+    path("sessions/<uuid:session_id>/compact/", compaction_api.CompactView.as_view(), name="session-compact"),
+    path(
+        "sessions/<uuid:session_id>/compactions/", compaction_api.CompactionListView.as_view(), name="compaction-list"
+    ),
     path(
         "sessions/<uuid:session_id>/compactions/<uuid:run_id>/revert/",
-        views.CompactionRevertView.as_view(),
+        compaction_api.CompactionRevertView.as_view(),
         name="compaction-revert",
     ),
-    path("events/", views.EventListView.as_view(), name="event-list"),
+    path("events/", events_api.EventListView.as_view(), name="event-list"),
     path("usage/", usage_views.UsageView.as_view(), name="usage"),
     path("events/stream/", live_views.EventStreamView.as_view(), name="event-stream"),
     path("webhooks/", live_views.WebhookListCreateView.as_view(), name="webhook-list"),

@@ -38,9 +38,9 @@ def get_backend(path: str | None = None) -> LLMBackend:
 
 def complete(backend: LLMBackend, request: ChatRequest) -> LLMResult:
     """`backend.complete(request)`, recorded in the metrics (tokens, latency, errors by
-    purpose). Called only by memory_app.llm_usage.llm_complete, which every call site uses
+    purpose). Called only by memory_app.usage.llm_calls.llm_complete, which every call site uses
     (budget check and the LLMCall ledger), so no LLM call goes uncounted."""
-    from memory_app.metrics import observe_llm_call
+    from memory_app.ops.metrics import observe_llm_call
 
     started = time.monotonic()
     try:

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from experiences_app.selection import DEFAULT_RELEVANCE_THRESHOLD, rank_by_relevance
-from memory_app import tokens
-from memory_app.context import content_text
-from memory_app.fact_output import MAX_TRIPLES, normalize_term
+from memory_app.compaction.processors import content_text
+from memory_app.conversations import tokens
+from memory_app.facts.output import MAX_TRIPLES, normalize_term
 from memory_app.llm.base import ChatRequest, LLMPermanentError, LLMResult
 
 _IDENTIFIER = re.compile(

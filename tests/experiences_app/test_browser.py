@@ -16,8 +16,9 @@ from django.contrib.auth import get_user_model
 from playwright.sync_api import expect, sync_playwright
 
 from experiences_app.models import Experience, SelectionLog
-from memory_app import services as memory_services
+from memory_app.conversations import services as memory_services
 from memory_app.models import TeamMembership
+from memory_app.tenancy import services as tenancy
 from tests.experiences_app.conftest import add_experience
 from tests.memory_app.test_browser import CHROMIUM, LAUNCH_ARGS, PASSWORD
 
@@ -33,7 +34,7 @@ def team(transactional_db, settings) -> str:
     """A team with approved and draft experiences, a session, one past selection; curator user grace."""
     settings.LLM_BACKEND = ""
     settings.LLM_BASE_URL = ""  # the offline backend selects
-    team = memory_services.team_get_or_create(name="demo")
+    team = tenancy.team_get_or_create(name="demo")
     curator = get_user_model().objects.create_user("grace", password=PASSWORD)
     TeamMembership.objects.create(team=team, user=curator, is_admin=True)
     add_experience(

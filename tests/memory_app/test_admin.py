@@ -9,8 +9,10 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from memory_app import auth, services
+from memory_app.conversations import services
 from memory_app.models import ApiKey, MemoryEvent, Message, Session, Team, TeamMembership
+from memory_app.tenancy import auth
+from memory_app.tenancy import services as tenancy
 from tests.conftest import Tenant
 
 RAW_KEY = re.compile(rf"{auth.KEY_SCHEME}_[A-Za-z0-9_-]{{20,}}")
@@ -83,13 +85,13 @@ def test_the_revoke_action_revokes_through_the_service(
     admin_client: Client, tenant: Tenant, other_tenant: Tenant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[ApiKey] = []
-    real_revoke = services.api_key_revoke
+    real_revoke = tenancy.api_key_revoke
 
     def spy(*, api_key: ApiKey) -> ApiKey:
         calls.append(api_key)
         return real_revoke(api_key=api_key)
 
-    monkeypatch.setattr(services, "api_key_revoke", spy)
+    monkeypatch.setattr(tenancy, "api_key_revoke", spy)
 
     response = admin_client.post(
         reverse("admin:memory_app_apikey_changelist"),

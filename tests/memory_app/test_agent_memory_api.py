@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from memory_app import agent_memory_yaml
-from memory_app.agent_memory_models import AgentMemoryEntry
+from memory_app.agent_records import documents as agent_memory_yaml
+from memory_app.agent_records.models import AgentMemoryEntry
 from tests.memory_app.seed_002_documents import all_blocks, block, examples_document, main_document, versioning_document
 
 pytestmark = pytest.mark.django_db

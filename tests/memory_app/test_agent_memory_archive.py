@@ -8,8 +8,8 @@ import json
 import pytest
 from django.conf import settings
 
-from memory_app import agent_memory_yaml
-from memory_app.agent_memory_models import AgentMemoryEntry
+from memory_app.agent_records import documents as agent_memory_yaml
+from memory_app.agent_records.models import AgentMemoryEntry
 from memory_app.tasks import archive_agent_memories
 from memsite.celery import app
 from tests.memory_app.seed_002_documents import main_document

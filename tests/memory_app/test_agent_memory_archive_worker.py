@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from memory_app import agent_memory, services
-from memory_app.agent_memory_models import AgentMemoryEntry
+from memory_app.agent_records import services as agent_memory
+from memory_app.agent_records.models import AgentMemoryEntry
+from memory_app.conversations import services
 from memory_app.tasks import archive_agent_memories
 from tests.conftest import make_tenant
 from tests.worker_process import wait_for

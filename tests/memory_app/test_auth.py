@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from memory_app import services
-from memory_app.auth import find_active_key, key_digest
 from memory_app.models import ApiKey
+from memory_app.tenancy import services as tenancy
+from memory_app.tenancy.auth import find_active_key, key_digest
 from tests.conftest import make_tenant
 
 pytestmark = pytest.mark.django_db
@@ -42,7 +42,7 @@ def test_a_key_with_a_valid_prefix_but_wrong_secret_is_refused(tenant, session_i
 
 
 def test_a_revoked_key_gets_401(tenant, session_id):
-    services.api_key_revoke(api_key=tenant.api_key)
+    tenancy.api_key_revoke(api_key=tenant.api_key)
     assert tenant.client.get(f"/api/v1/sessions/{session_id}/").status_code == 401
 
 

@@ -23,8 +23,11 @@ from django.utils import timezone
 from playwright.sync_api import expect, sync_playwright
 
 from bench.harness import celery_worker_argv
-from memory_app import compaction, services, views
+from memory_app.compaction import services as compaction
+from memory_app.conversations import services
 from memory_app.models import CompactionRun, MemoryType, Session, TeamMembership
+from memory_app.ops import pages as ops_pages
+from memory_app.tenancy import services as tenancy
 
 pytestmark = pytest.mark.browser
 
@@ -59,7 +62,7 @@ def gradient_png(width: int = 160, height: int = 96) -> bytes:
 @pytest.fixture
 def demo(transactional_db) -> dict[str, str]:
     """Created before Playwright starts its event loop, so the ORM runs in a plain thread."""
-    team = services.team_get_or_create(name="demo")
+    team = tenancy.team_get_or_create(name="demo")
     user = get_user_model().objects.create_user("ada", password=PASSWORD)
     TeamMembership.objects.create(team=team, user=user)
     services.session_create(team=team, external_id="unrelated-chat", system_prompt="You write poems.")
@@ -233,8 +236,8 @@ def run_in_thread(function) -> None:
 def compacted(transactional_db, monkeypatch) -> dict[str, str]:
     """A managed session with one done compaction (offline extractive backend) and a failed one elsewhere."""
     monkeypatch.setattr(compaction, "_send", lambda run_id, countdown=0: None)
-    team = services.team_get_or_create(name="demo")
-    other = services.team_get_or_create(name="research")
+    team = tenancy.team_get_or_create(name="demo")
+    other = tenancy.team_get_or_create(name="research")
     user = get_user_model().objects.create_user("ada", password=PASSWORD)
     TeamMembership.objects.create(team=team, user=user, is_admin=True)
     session = services.session_create(
@@ -372,10 +375,10 @@ def test_operators_watch_the_queues_refresh_and_retry_a_failure(
         pytest.fail("Debian's chromium is missing: apt-get update && apt-get install -y chromium")
     # The operator of the deployment: the failure is another team's ("research").
     get_user_model().objects.filter(username="ada").update(is_superuser=True)
-    monkeypatch.setattr(views, "OPS_REFRESH_SECONDS", 1)
+    monkeypatch.setattr(ops_pages, "OPS_REFRESH_SECONDS", 1)
     # The filesystem broker polls once a second: a 0.5 s reply window can miss every ping of a
     # slow run (it did once in CI). A window over one poll catches the first.
-    monkeypatch.setattr(views, "OPS_PING_TIMEOUT", 1.5)
+    monkeypatch.setattr(ops_pages, "OPS_PING_TIMEOUT", 1.5)
     worker = PingWorker()
     try:
         worker_name = worker.wait_until_it_answers()

@@ -14,8 +14,11 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from playwright.sync_api import expect, sync_playwright
 
-from memory_app import fact_extraction, facts, services
+from memory_app.conversations import services
+from memory_app.facts import extraction as fact_extraction
+from memory_app.facts import services as facts
 from memory_app.models import Fact, FactExtractionRun, TeamMembership
+from memory_app.tenancy import services as tenancy
 from tests.memory_app.test_browser import CHROMIUM, LAUNCH_ARGS, PASSWORD
 
 pytestmark = pytest.mark.browser
@@ -33,7 +36,7 @@ TRIP = [
 def knowledge(transactional_db, monkeypatch) -> dict[str, str]:
     """A team with facts from a session's messages, a replaced fact and a quarantined run."""
     monkeypatch.setattr(fact_extraction, "_send", lambda run_id, countdown=0: None)
-    team = services.team_get_or_create(name="demo")
+    team = tenancy.team_get_or_create(name="demo")
     member = get_user_model().objects.create_user("bob", password=PASSWORD)
     curator = get_user_model().objects.create_user("ada", password=PASSWORD)
     for user in (member, curator):

@@ -18,8 +18,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from playwright.sync_api import Page, expect, sync_playwright
 
-from memory_app import services
 from memory_app.models import TeamMembership
+from memory_app.tenancy import services as tenancy
 from tests.memory_app.multi_agent_data import BLOCKER, FAILED_ATTEMPT, OLD_DISCOVERY, build_multi_agent_session
 from tests.memory_app.test_browser import CHROMIUM, LAUNCH_ARGS, PASSWORD, log_in
 
@@ -33,7 +33,7 @@ AGENT_SCREENSHOT = SCREENSHOTS / "agent_memory_page.png"
 @pytest.fixture
 def multi_agent(transactional_db) -> dict[str, str]:
     """Built before Playwright starts its event loop, so the ORM runs in a plain thread."""
-    team = services.team_get_or_create(name="demo")
+    team = tenancy.team_get_or_create(name="demo")
     user = get_user_model().objects.create_user("ada", password=PASSWORD)
     TeamMembership.objects.create(team=team, user=user)
     session = build_multi_agent_session(team)

@@ -10,7 +10,7 @@ import time
 import pytest
 from django.db import connection
 
-from memory_app import compaction
+from memory_app.compaction import services as compaction
 from memory_app.models import CompactionRun, MemoryEvent, Message, Session
 from tests.llm_server import Fail, Garbage, Reply
 

@@ -6,7 +6,8 @@ import base64
 
 import pytest
 
-from memory_app import context_ledger, tokens
+from memory_app.conversations import tokens
+from memory_app.usage import context_ledger
 
 pytestmark = pytest.mark.django_db
 

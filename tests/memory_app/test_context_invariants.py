@@ -12,10 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_app import compaction, services
-from memory_app import context as ctx
+from memory_app.compaction import processors as ctx
+from memory_app.compaction import services as compaction
+from memory_app.conversations import services
+from memory_app.conversations.selectors import context_build
 from memory_app.models import CompactionRun, Session
-from memory_app.selectors import context_build
 from memsite.errors import InvalidInput
 from tests.conftest import make_tenant
 
@@ -82,7 +83,7 @@ def test_the_compaction_split_lands_on_a_turn_boundary(conversation, grace):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(conversations(), st.one_of(st.none(), st.integers(30, 3000)), st.booleans(), st.sampled_from([None, 3, 50]))
 def test_every_served_context_keeps_the_invariants(monkeypatch, conversation, max_tokens, compact, last):
-    monkeypatch.setattr("memory_app.compaction._send", lambda *a, **k: None)
+    monkeypatch.setattr("memory_app.compaction.services._send", lambda *a, **k: None)
     tenant = make_tenant("props")
     session = services.session_create(
         team=tenant.team,

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from memory_app.models import MemoryEvent, Message, Session
-from memory_app.round_models import Attachment, Round, SharedMemoryEntry
+from memory_app.rounds.models import Attachment, Round, SharedMemoryEntry
 from memory_client.conversation import ATTACHMENT_TYPES, Conversation
 from tests.memory_app.conversation_docs import (
     attachment,

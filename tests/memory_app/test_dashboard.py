@@ -12,7 +12,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from memory_app import services, views
+from memory_app.conversations import pages as views
+from memory_app.conversations import services
 from memory_app.models import MemoryType, Message, Session, TeamMembership
 from tests.conftest import Tenant, make_tenant
 

@@ -10,7 +10,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from memory_app import compaction, selectors, services, views
+from memory_app.compaction import services as compaction
+from memory_app.conversations import pages as views
+from memory_app.conversations import selectors, services
 from memory_app.models import CompactionRun, MemoryType, Message, Session, TeamMembership
 from tests.conftest import Tenant
 

@@ -14,8 +14,12 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from memory_app import compaction, fact_extraction, facts, selectors, services
+from memory_app.compaction import services as compaction
+from memory_app.conversations import services
+from memory_app.facts import extraction as fact_extraction
+from memory_app.facts import services as facts
 from memory_app.models import Fact, FactExtractionRun, Session, TeamMembership
+from memory_app.ops import selectors as ops_selectors
 from memsite.celery import app as celery_app
 from tests.conftest import Tenant
 
@@ -539,7 +543,7 @@ def test_the_graph_page_embeds_the_selectors_neighbourhood(
 
 
 def selectors_graph(tenant: Tenant, entity: str, depth: int):
-    from memory_app import fact_selectors
+    from memory_app.facts import selectors as fact_selectors
 
     return fact_selectors.fact_graph(team=tenant.team, entity=entity, depth=depth)
 
@@ -577,7 +581,7 @@ def test_the_graph_starts_from_the_newest_fact_when_no_entity_is_given(member: C
 @pytest.fixture
 def no_ping(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(celery_app.control, "ping", lambda timeout: [])
-    monkeypatch.setattr(selectors, "_WORKERS_LAST_ANSWER", {})
+    monkeypatch.setattr(ops_selectors, "_WORKERS_LAST_ANSWER", {})
 
 
 def test_the_ops_page_counts_the_facts_queue(client: Client, tenant: Tenant, other_tenant: Tenant, no_ping) -> None:

@@ -7,9 +7,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from memory_app import services, webhooks
-from memory_app.events import event_record
+from memory_app.conversations import services
+from memory_app.events.services import event_record
 from memory_app.models import MemoryEvent, TeamMembership, WebhookDelivery
+from memory_app.webhooks import services as webhooks
 from tests.conftest import Tenant, make_tenant
 
 Status = WebhookDelivery.Status
@@ -18,7 +19,7 @@ Status = WebhookDelivery.Status
 @pytest.fixture(autouse=True)
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
-    monkeypatch.setattr("memory_app.webhooks._send", lambda pk, countdown=0: calls.append(str(pk)))
+    monkeypatch.setattr("memory_app.webhooks.services._send", lambda pk, countdown=0: calls.append(str(pk)))
     return calls
 
 

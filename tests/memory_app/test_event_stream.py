@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from memory_app import services
-from memory_app.events import EventCursor, event_record
+from memory_app.conversations import services
+from memory_app.events.services import EventCursor, event_record
 from memory_app.models import MemoryEvent
 from tests.conftest import Tenant, make_tenant
 

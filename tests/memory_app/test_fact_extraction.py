@@ -10,7 +10,7 @@ import time
 import pytest
 from django.db import connection
 
-from memory_app import fact_extraction
+from memory_app.facts import extraction as fact_extraction
 from memory_app.models import ApiKey, Fact, FactExtractionRun, MemoryEvent, Message, Session
 from tests.conftest import make_tenant
 from tests.llm_server import Fail, Garbage, Reply
@@ -56,7 +56,7 @@ def fact_tasks(monkeypatch) -> list[tuple[str, float]]:
     """Record extraction tasks instead of sending them to a broker."""
     sent: list[tuple[str, float]] = []
     monkeypatch.setattr(
-        "memory_app.fact_extraction._send", lambda run_id, countdown=0: sent.append((str(run_id), countdown))
+        "memory_app.facts.extraction._send", lambda run_id, countdown=0: sent.append((str(run_id), countdown))
     )
     return sent
 

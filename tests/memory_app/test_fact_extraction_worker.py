@@ -13,7 +13,8 @@ import uuid
 import pytest
 from django.conf import settings
 
-from memory_app import fact_extraction, services
+from memory_app.conversations import services
+from memory_app.facts import extraction as fact_extraction
 from memory_app.models import Fact, FactExtractionRun, Session
 from memory_app.tasks import extract_facts
 from tests.conftest import make_tenant

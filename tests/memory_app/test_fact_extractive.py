@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from memory_app.fact_output import MAX_TRIPLES, Triple, parse_fact_output
-from memory_app.fact_prompt import fact_request
+from memory_app.facts.output import MAX_TRIPLES, Triple, parse_fact_output
+from memory_app.facts.prompt import fact_request
 from memory_app.llm import LLMPermanentError
 from memory_app.llm.base import ChatRequest
 from memory_app.llm.extractive import ExtractiveBackend

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_app.fact_output import (
+from memory_app.facts.output import (
     MAX_FIELD_CHARS,
     MAX_OUTPUT_CHARS,
     MAX_TRIPLES,

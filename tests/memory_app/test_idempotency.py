@@ -9,7 +9,7 @@ import pytest
 from django.db import OperationalError
 from django.utils import timezone
 
-from memory_app import idempotency
+from memory_app.api import idempotency
 from memory_app.models import CompactionRun, IdempotencyRecord, Message, Session
 
 pytestmark = pytest.mark.django_db
@@ -114,7 +114,7 @@ def test_a_database_error_answers_json_503_with_retry_after(api, session_id, mon
     def broken(**_: object) -> None:
         raise OperationalError("terminating connection due to administrator command")
 
-    monkeypatch.setattr("memory_app.services.message_append_to", broken)
+    monkeypatch.setattr("memory_app.conversations.services.message_append_to", broken)
     response = post(api, f"/api/v1/sessions/{session_id}/messages/", {"role": "user", "content": "x"}, None)
     assert response.status_code == 503
     assert response.json()["error"] == "database_unavailable"

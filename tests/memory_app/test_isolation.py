@@ -14,7 +14,6 @@ from rest_framework.test import APIClient
 from experiences_app import services as experience_services
 from experiences_app.models import Experience, SelectionLog, TeamExperienceConfig
 from experiences_app.yaml_io import read_zip
-from memory_app import webhooks
 from memory_app.models import (
     AgentMemoryEntry,
     CompactionRun,
@@ -25,7 +24,8 @@ from memory_app.models import (
     Webhook,
     WebhookDelivery,
 )
-from memory_app.round_models import Round, ScratchEntry, SharedMemoryEntry
+from memory_app.rounds.models import Round, ScratchEntry, SharedMemoryEntry
+from memory_app.webhooks import services as webhooks
 from tests.url_routes import api_routes
 
 pytestmark = pytest.mark.django_db

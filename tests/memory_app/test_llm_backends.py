@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from memory_app.conversations.tokens import count_text
 from memory_app.llm import ChatRequest, LLMPayloadTooLarge, LLMPermanentError, LLMTransientError, get_backend
 from memory_app.llm.extractive import ExtractiveBackend, summarize_transcript
 from memory_app.llm.openai_backend import OpenAIBackend
-from memory_app.tokens import count_text
 from tests.llm_server import Fail, Garbage, Reply
 
 REQUEST = ChatRequest(messages=[{"role": "user", "content": "summarize"}], purpose="summarize", max_tokens=100)

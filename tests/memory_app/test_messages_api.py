@@ -322,7 +322,7 @@ def test_dict_content_keeps_its_key_order_on_every_database(api, session_id):
 
 @pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
 def test_cached_counts_use_the_configured_encoding(api, session_id, settings, encoding):
-    from memory_app import tokens
+    from memory_app.conversations import tokens
 
     settings.TOKEN_ENCODING = encoding
     text = "Ünïcödé and 東京 in one message, counted once at write time."

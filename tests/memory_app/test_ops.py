@@ -13,8 +13,11 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from memory_app import compaction, selectors, services, views
+from memory_app.compaction import services as compaction
+from memory_app.conversations import services
 from memory_app.models import CompactionRun, MemoryType, Session, TeamMembership
+from memory_app.ops import pages as ops_pages
+from memory_app.ops import selectors as ops_selectors
 from memsite.celery import app as celery_app
 from tests.conftest import Tenant
 
@@ -35,7 +38,7 @@ def ping(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """What workers answer to the broadcast ping (no broker involved)."""
     replies: list[object] = []
     monkeypatch.setattr(celery_app.control, "ping", lambda timeout: list(replies))
-    monkeypatch.setattr(selectors, "_WORKERS_LAST_ANSWER", {})
+    monkeypatch.setattr(ops_selectors, "_WORKERS_LAST_ANSWER", {})
     return replies
 
 
@@ -75,7 +78,7 @@ def retry_url(run: CompactionRun, kind: str = "compaction") -> str:
     return reverse("dashboard:ops_job_retry", args=[kind, run.pk])
 
 
-def compaction_queue(response) -> views.QueueView:
+def compaction_queue(response) -> ops_pages.QueueView:
     (queue,) = [q for q in response.context["queues"] if q.source.kind == "compaction"]
     return queue
 
@@ -204,16 +207,16 @@ def test_an_empty_queue_shows_zeros_and_no_age(staff: Client, db) -> None:
     [(0, "0 s"), (45, "45 s"), (725, "12 min 5 s"), (3600, "1 h"), (12_005, "3 h 20 min"), (187_200, "2 d 4 h")],
 )
 def test_ages_read_as_two_units_at_most(seconds: int, label: str) -> None:
-    assert views.short_duration(timedelta(seconds=seconds)) == label
+    assert ops_pages.short_duration(timedelta(seconds=seconds)) == label
 
 
 def test_a_second_job_kind_slots_in_as_another_source(
     staff: Client, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     job(managed(tenant, "s"), "pending")
-    extra = selectors.JobSource(kind="summaries", label="Summaries", queue="summaries", model=CompactionRun)
-    original = selectors.job_sources
-    monkeypatch.setattr(selectors, "job_sources", lambda: [*original(), extra])
+    extra = ops_selectors.JobSource(kind="summaries", label="Summaries", queue="summaries", model=CompactionRun)
+    original = ops_selectors.job_sources
+    monkeypatch.setattr(ops_selectors, "job_sources", lambda: [*original(), extra])
 
     response = staff.get(OPS)
 
@@ -336,8 +339,8 @@ def test_a_worker_that_missed_one_ping_stays_listed_for_a_while(staff: Client, p
     ping.append({"celery@web-1": {"ok": "pong"}})
     staff.get(OPS_STATUS)
     ping.clear()  # its next answer misses the window
-    selectors._WORKERS_LAST_ANSWER["celery@web-1"] -= 12
-    selectors._WORKERS_LAST_ANSWER["celery@gone"] = time.monotonic() - views.OPS_WORKER_MEMORY - 1
+    ops_selectors._WORKERS_LAST_ANSWER["celery@web-1"] -= 12
+    ops_selectors._WORKERS_LAST_ANSWER["celery@gone"] = time.monotonic() - ops_pages.OPS_WORKER_MEMORY - 1
 
     html = staff.get(OPS_STATUS).content.decode()
 
@@ -373,7 +376,7 @@ def test_a_broker_error_is_unknown_and_the_page_still_renders(
 def test_a_ping_that_hangs_is_cut_off_at_the_deadline(staff: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     release = threading.Event()
     monkeypatch.setattr(celery_app.control, "ping", lambda timeout: release.wait(10) and [])
-    monkeypatch.setattr(views, "OPS_PING_DEADLINE", 0.3)
+    monkeypatch.setattr(ops_pages, "OPS_PING_DEADLINE", 0.3)
     try:
         started = time.monotonic()
         first = staff.get(OPS_STATUS)
@@ -398,7 +401,7 @@ def test_the_page_polls_a_partial_that_renders_the_same_status(staff: Client, te
     partial = staff.get(OPS_STATUS)
 
     assert f'data-live-url="{OPS_STATUS}"' in page
-    assert f'data-live-seconds="{views.OPS_REFRESH_SECONDS}"' in page
+    assert f'data-live-seconds="{ops_pages.OPS_REFRESH_SECONDS}"' in page
     assert 'src="/static/js/dashboard.js"' in page
     html = partial.content.decode()
     assert partial.status_code == 200

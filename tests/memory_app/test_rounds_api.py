@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 
-from memory_app import round_selectors
 from memory_app.models import Message, Session
-from memory_app.round_models import Attachment, Round, SharedMemoryEntry
+from memory_app.rounds import selectors as round_selectors
+from memory_app.rounds.models import Attachment, Round, SharedMemoryEntry
 from memory_client.conversation import ATTACHMENT_TYPES
 
 pytestmark = pytest.mark.django_db

@@ -6,9 +6,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memory_app import services
+from memory_app.conversations import services
 from memory_app.models import Message, Session
-from memory_app.round_models import ScratchEntry
+from memory_app.rounds.models import ScratchEntry
 
 pytestmark = pytest.mark.django_db
 

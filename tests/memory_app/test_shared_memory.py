@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_app.round_models import SharedMemoryEntry
+from memory_app.rounds.models import SharedMemoryEntry
 
 pytestmark = pytest.mark.django_db
 

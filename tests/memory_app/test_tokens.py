@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from memory_app import tokens
+from memory_app.conversations import tokens
 
 
 def test_it_counts_with_the_real_cl100k_base_encoding():

@@ -12,7 +12,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from memory_app import compaction, fact_extraction, services
+from memory_app.compaction import services as compaction
+from memory_app.conversations import services
+from memory_app.facts import extraction as fact_extraction
 from memory_app.models import CompactionRun, FactExtractionRun, LLMCall, MemoryType
 from tests.conftest import make_tenant
 from tests.experiences_app.conftest import add_experience

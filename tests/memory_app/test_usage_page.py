@@ -13,10 +13,11 @@ from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect, sync_playwright
 
-from memory_app import compaction, services
+from memory_app.compaction import services as compaction
+from memory_app.conversations import services
 from memory_app.models import CompactionRun, LLMCall, MemoryType, TeamMembership
-from memory_app.usage_pages import usage_chart
-from memory_app.usage_selectors import DailyUsage
+from memory_app.usage.pages import usage_chart
+from memory_app.usage.selectors import DailyUsage
 from tests.conftest import make_tenant
 from tests.experiences_app.conftest import add_experience
 from tests.llm_server import Reply

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from memory_app import webhooks
 from memory_app.models import WebhookDelivery
+from memory_app.webhooks import services as webhooks
 from tests.conftest import fill, managed_session
 from tests.webhook_receiver import WebhookReceiver
 from tests.worker_process import Worker, wait_for

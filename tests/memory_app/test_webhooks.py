@@ -15,9 +15,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from experiences_app import services as experience_services
-from memory_app import services, webhooks
-from memory_app.events import event_record
+from memory_app.conversations import services
+from memory_app.events.services import event_record
 from memory_app.models import ApiKey, MemoryEvent, Webhook, WebhookDelivery
+from memory_app.tenancy import services as tenancy
+from memory_app.webhooks import services as webhooks
 from tests.conftest import Tenant, make_tenant
 from tests.webhook_receiver import WebhookReceiver
 
@@ -28,7 +30,9 @@ Status = WebhookDelivery.Status
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float]]:
     """Record delivery tasks instead of sending them to a broker (in-process tests)."""
     calls: list[tuple[str, float]] = []
-    monkeypatch.setattr("memory_app.webhooks._send", lambda pk, countdown=0: calls.append((str(pk), countdown)))
+    monkeypatch.setattr(
+        "memory_app.webhooks.services._send", lambda pk, countdown=0: calls.append((str(pk), countdown))
+    )
     return calls
 
 
@@ -301,7 +305,7 @@ def test_the_secret_is_shown_once_at_creation_and_masked_after(admin: Tenant) ->
 def test_read_and_write_keys_see_webhooks_but_cannot_change_them(admin: Tenant) -> None:
     webhook, _ = hook(admin, "http://127.0.0.1:9/h")
     for role in (ApiKey.Role.READ, ApiKey.Role.WRITE):
-        _, raw = services.api_key_create(team=admin.team, name=f"{role}-key", role=role)
+        _, raw = tenancy.api_key_create(team=admin.team, name=f"{role}-key", role=role)
         client = admin.client.__class__()
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
         assert client.get("/api/v1/webhooks/").status_code == 200
@@ -345,7 +349,7 @@ def test_the_delivery_log_lists_attempts_and_a_failed_one_can_be_redelivered(
     assert (row["status"], row["attempts"], row["response_code"]) == ("failed", 1, 500)
     assert row["error"].startswith("gave up after 1 attempts: HTTP 500")
 
-    _, raw = services.api_key_create(team=admin.team, name="writer", role=ApiKey.Role.WRITE)
+    _, raw = tenancy.api_key_create(team=admin.team, name="writer", role=ApiKey.Role.WRITE)
     writer = admin.client.__class__()
     writer.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     assert writer.post(f"/api/v1/webhooks/{webhook.pk}/deliveries/{first.pk}/redeliver/").status_code == 403

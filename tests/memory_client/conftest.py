@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.db import connections
 
-from memory_app.compaction import compaction_execute
+from memory_app.compaction.services import compaction_execute
 from memory_client import MemoryManager
 from tests.conftest import Tenant, make_tenant
 
@@ -98,7 +98,7 @@ class InlineWorker:
 def worker(monkeypatch: pytest.MonkeyPatch, live_server: Any) -> Iterator[InlineWorker]:
     """Compaction runs the live server queues go here instead of to a broker."""
     inline = InlineWorker()
-    monkeypatch.setattr("memory_app.compaction._send", inline.send)
+    monkeypatch.setattr("memory_app.compaction.services._send", inline.send)
     yield inline
     inline.join()
 

@@ -7,9 +7,9 @@ import uuid
 import pytest
 from rest_framework.test import APIClient
 
-from memory_app import services
 from memory_app.models import ApiKey
 from memory_app.models import Message as MessageRow
+from memory_app.tenancy import services as tenancy
 from memory_client import (
     ApiError,
     AuthenticationError,
@@ -106,7 +106,7 @@ def test_another_teams_session_is_not_found(make_memory, server_url):
 def test_a_deleted_session_is_not_found_rather_than_an_empty_memory(make_memory, client_tenant):
     memory = make_memory()
     message_id = memory.add(role="user", content="x")
-    _, admin_key = services.api_key_create(team=client_tenant.team, role=ApiKey.Role.ADMIN)  # purges need admin
+    _, admin_key = tenancy.api_key_create(team=client_tenant.team, role=ApiKey.Role.ADMIN)  # purges need admin
     admin = APIClient()
     admin.credentials(HTTP_AUTHORIZATION=f"Bearer {admin_key}")
     assert admin.delete(f"/api/v1/sessions/{memory.session_id}/").status_code == 204

@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 from django.db import connections
 
-from memory_app import facts, services
-from memory_app.fact_extraction import fact_extraction_execute
+from memory_app.facts import services as facts
+from memory_app.facts.extraction import fact_extraction_execute
 from memory_app.models import ApiKey, Fact, FactExtractionRun, Session
+from memory_app.tenancy import services as tenancy
 from memory_client import (
     AuthenticationError,
     FactExtractionError,
@@ -92,14 +93,14 @@ def fact_worker(monkeypatch: pytest.MonkeyPatch, settings: Any, live_server: Any
     """Extraction runs the live server queues go here instead of to a broker."""
     settings.FACTS_DEBOUNCE_SECONDS = 0
     worker = FactWorker()
-    monkeypatch.setattr("memory_app.fact_extraction._send", worker.send)
+    monkeypatch.setattr("memory_app.facts.extraction._send", worker.send)
     yield worker
     worker.join()
 
 
 @pytest.fixture
 def admin_key(client_tenant: Tenant) -> str:
-    _, raw_key = services.api_key_create(team=client_tenant.team, name="client-admin", role=ApiKey.Role.ADMIN)
+    _, raw_key = tenancy.api_key_create(team=client_tenant.team, name="client-admin", role=ApiKey.Role.ADMIN)
     return raw_key
 
 

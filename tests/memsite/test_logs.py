@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from memory_app import compaction
+from memory_app.compaction import services as compaction
 from memory_app.models import CompactionRun
 from memsite import logs
 from tests.memory_app.test_compaction import MANAGED, queued_run, summary_reply, turns

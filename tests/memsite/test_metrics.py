@@ -14,7 +14,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
-from memory_app import compaction, services
+from memory_app.compaction import services as compaction
+from memory_app.conversations import services
 from memory_app.models import CompactionRun, FactExtractionRun
 from tests.conftest import make_tenant
 from tests.llm_server import Fail

@@ -19,9 +19,12 @@ from typing import Any
 from rest_framework.test import APIClient
 
 from experiences_app import services as experience_services
-from memory_app import agent_memory, compaction, fact_extraction
-from memory_app.agent_memory import ArchivePolicy
+from memory_app.agent_records import services as agent_memory
+from memory_app.agent_records.services import ArchivePolicy
+from memory_app.compaction import services as compaction
+from memory_app.facts import extraction as fact_extraction
 from memory_app.models import AgentMemory, ApiKey, CompactionRun, FactExtractionRun, Team
+from memory_app.tenancy import services as tenancy
 from tests.conftest import make_tenant
 from tests.llm_server import Reply, ScriptedLLMServer
 
@@ -223,6 +226,5 @@ def fill_team(*, team: Team, admin: APIClient, canary: str) -> None:
             format="json",
         )
     )
-    from memory_app import services
 
-    services.api_key_create(team=team, name=f"key {c}"[:100], agent_name=f"agent {c}"[:100])
+    tenancy.api_key_create(team=team, name=f"key {c}"[:100], agent_name=f"agent {c}"[:100])

@@ -9,8 +9,8 @@ from rest_framework.test import APIClient
 
 from experiences_app import services as experience_services
 from experiences_app.models import SelectionLog
-from memory_app import services
 from memory_app.models import ApiKey, CompactionRun, FactExtractionRun, WebhookDelivery
+from memory_app.tenancy import services as tenancy
 from tests.conftest import Tenant
 
 
@@ -57,7 +57,7 @@ def world(tenant: Tenant, settings) -> World:
     api.post(f"/api/v1/sessions/{session_id}/rounds/", {"user_query": "q", "id": "round-1"}, format="json")
     clients = {ApiKey.Role.WRITE.value: api}
     for role in (ApiKey.Role.READ, ApiKey.Role.ADMIN):
-        _, raw = services.api_key_create(team=tenant.team, name=f"{role}-key", role=role)
+        _, raw = tenancy.api_key_create(team=tenant.team, name=f"{role}-key", role=role)
         clients[role.value] = client_for(raw)
     hook = clients[ApiKey.Role.ADMIN.value].post("/api/v1/webhooks/", {"url": "http://127.0.0.1:9/hook"}, format="json")
     delivery = WebhookDelivery.objects.create(

@@ -16,7 +16,7 @@ from django.http import HttpResponse
 from django.test import Client
 from django.urls import reverse
 
-from memory_app import services
+from memory_app.conversations import services
 from memory_app.models import MemoryType, Session, TeamMembership
 from tests.conftest import Tenant
 from tests.memory_app.test_dashboard import PNG_DATA_URL

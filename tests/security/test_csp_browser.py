@@ -21,8 +21,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from playwright.sync_api import ConsoleMessage, Page, expect, sync_playwright
 
-from memory_app import services
+from memory_app.conversations import services
 from memory_app.models import MemoryType, TeamMembership
+from memory_app.tenancy import services as tenancy
 from tests.memory_app.test_browser import CHROMIUM, LAUNCH_ARGS, PASSWORD, gradient_png
 
 pytestmark = pytest.mark.browser
@@ -89,10 +90,10 @@ def demo(transactional_db, tracker: Tracker) -> dict[str, str]:
     """A staff member of a team, and a managed session with a data-URL image and a remote one.
 
     Created before Playwright starts its event loop, so the ORM runs in a plain thread."""
-    team = services.team_get_or_create(name="demo")
+    team = tenancy.team_get_or_create(name="demo")
     user = get_user_model().objects.create_superuser("grace", "grace@example.com", PASSWORD)
     TeamMembership.objects.create(team=team, user=user)
-    services.api_key_create(team=team, name="demo-key")  # a row for the admin's actions to select
+    tenancy.api_key_create(team=team, name="demo-key")  # a row for the admin's actions to select
     session = services.session_create(
         team=team,
         external_id="photo-review",

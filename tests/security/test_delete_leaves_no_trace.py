@@ -12,8 +12,9 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from experiences_app.models import Experience, SelectionLog
-from memory_app import services
+from memory_app.conversations import services
 from memory_app.models import Team
+from memory_app.tenancy import services as tenancy
 from tests.conftest import make_tenant
 from tests.security.canary_data import admin_client_of, fill_session, fill_team
 
@@ -59,8 +60,8 @@ def llm(llm_server, settings):
 @pytest.fixture(autouse=True)
 def no_broker(monkeypatch: pytest.MonkeyPatch) -> None:
     """The test runs the jobs itself (the worker's own service calls); nothing goes to a broker."""
-    monkeypatch.setattr("memory_app.compaction._send", lambda run_id, countdown=0: None)
-    monkeypatch.setattr("memory_app.fact_extraction._send", lambda run_id, countdown=0: None)
+    monkeypatch.setattr("memory_app.compaction.services._send", lambda run_id, countdown=0: None)
+    monkeypatch.setattr("memory_app.facts.extraction._send", lambda run_id, countdown=0: None)
 
 
 # Tables a full session must have written the canary into, so an empty dump cannot pass.
@@ -129,7 +130,7 @@ def test_deleting_a_team_through_the_service_leaves_no_trace(settings, llm) -> N
     assert SESSION_TABLES | {"memory_app_team", "memory_app_apikey", "experiences_app_experience"} <= before
     assert {"experiences_app_experiencerevision", "experiences_app_teamexperienceconfig"} <= before
 
-    services.team_delete(team=tenant.team)
+    tenancy.team_delete(team=tenant.team)
 
     dump = database_dump()
     assert tables_containing(dump, TEAM_CANARY) == set()

@@ -14,7 +14,7 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from memory_app import services
+from memory_app.tenancy import services as tenancy
 from tests.url_routes import Route, all_routes, resolves_to_itself
 
 pytestmark = pytest.mark.django_db
@@ -75,7 +75,7 @@ def test_api_routes_answer_401_without_a_key_for_every_method(route: Route):
 
 @pytest.mark.parametrize("route", [r for r in ROUTES if r.name not in PUBLIC and r.is_api], ids=lambda r: r.name)
 def test_api_routes_refuse_revoked_and_malformed_keys(route: Route, tenant):
-    services.api_key_revoke(api_key=tenant.api_key)
+    tenancy.api_key_revoke(api_key=tenant.api_key)
     for header in (f"Bearer {tenant.key}", "Bearer msk_notakeyatall", "Basic YWRtaW46YWRtaW4=", "Bearer"):
         response = APIClient().get(route.path, HTTP_AUTHORIZATION=header)
         assert response.status_code == 401, (header, response.status_code)

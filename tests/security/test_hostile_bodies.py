@@ -13,7 +13,7 @@ import json
 import pytest
 from django.db import connection
 
-from memory_app import services
+from memory_app.conversations import services
 from memory_app.models import Message, Session, TeamMembership
 from tests.conftest import make_tenant
 

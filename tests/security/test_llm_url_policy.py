@@ -13,7 +13,7 @@ from django.core.management.base import SystemCheckError
 from drf_spectacular.generators import SchemaGenerator
 
 from memory_app.models import ApiKey, Webhook
-from memory_app.webhooks import webhook_target_problem
+from memory_app.webhooks.services import webhook_target_problem
 from memsite.checks import check_llm_base_url
 from memsite.url_policy import (
     REASON_LINK_LOCAL,

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from experiences_app.selection import INJECTED_DELIMITER
-from memory_app import compaction
+from memory_app.compaction import services as compaction
 from memory_app.models import CompactionRun
 from tests.experiences_app.conftest import add_experience
 from tests.llm_server import Reply

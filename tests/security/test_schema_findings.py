@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memory_app.models import Session
-from memory_app.round_models import Round
+from memory_app.rounds.models import Round
 
 pytestmark = pytest.mark.django_db
 

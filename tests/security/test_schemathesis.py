@@ -49,7 +49,8 @@ from schemathesis.specs.openapi.checks import (
     use_after_free,
 )
 
-from memory_app import compaction, fact_extraction
+from memory_app.compaction import services as compaction
+from memory_app.facts import extraction as fact_extraction
 from memory_app.models import ApiKey, Team
 from memsite.wsgi import application
 from tests.conftest import Tenant, make_tenant

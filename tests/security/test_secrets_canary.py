@@ -25,7 +25,7 @@ from django.urls.resolvers import URLPattern, URLResolver
 from rest_framework.test import APIClient
 
 from experiences_app.models import SelectionLog
-from memory_app import compaction
+from memory_app.compaction import services as compaction
 from memory_app.models import (
     ApiKey,
     CompactionRun,
@@ -35,7 +35,7 @@ from memory_app.models import (
     Webhook,
     WebhookDelivery,
 )
-from memory_app.round_models import Round
+from memory_app.rounds.models import Round
 from tests.conftest import Tenant, make_tenant
 from tests.llm_server import Fail, Reply
 from tests.security.canary_data import fill_session

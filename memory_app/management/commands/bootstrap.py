@@ -11,8 +11,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
-from memory_app import services
 from memory_app.models import ApiKey, TeamMembership
+from memory_app.tenancy import services as tenancy
 
 
 class Command(BaseCommand):
@@ -24,7 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("--base-url", default="http://127.0.0.1:8000")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        team = services.team_get_or_create(name=options["team"])
+        team = tenancy.team_get_or_create(name=options["team"])
         user_model = get_user_model()
         user = user_model.objects.filter(username=options["username"]).first()
         if user is None:
@@ -45,7 +45,7 @@ class Command(BaseCommand):
                 f"`manage.py create_api_key --team {team.name}`)."
             )
             return
-        _, raw_key = services.api_key_create(team=team, name="bootstrap", role=ApiKey.Role.ADMIN)
+        _, raw_key = tenancy.api_key_create(team=team, name="bootstrap", role=ApiKey.Role.ADMIN)
         base = options["base_url"]
         self.stdout.write(f"API key for team {team.name!r} (shown once): {raw_key}")
         self.stdout.write("Try it:")

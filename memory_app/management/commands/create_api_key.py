@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from memory_app import services
 from memory_app.models import ApiKey
+from memory_app.tenancy import services as tenancy
 
 
 class Command(BaseCommand):
@@ -20,8 +20,8 @@ class Command(BaseCommand):
         parser.add_argument("--agent", default="", help="Agent name the key acts as")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        team = services.team_get_or_create(name=options["team"])
-        api_key, raw_key = services.api_key_create(
+        team = tenancy.team_get_or_create(name=options["team"])
+        api_key, raw_key = tenancy.api_key_create(
             team=team, name=options["name"], role=options["role"], agent_name=options["agent"]
         )
         self.stderr.write(

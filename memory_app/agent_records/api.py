@@ -1,0 +1,211 @@
+"""Agent work records API (discoveries, attempts, decisions): documents in JSON or YAML, appends, prompts, attempts.
+
+JSON or YAML is chosen the DRF way: the request's Content-Type picks the parser, and the
+Accept header or `?format=json|yaml` picks the renderer (`?format=text` for the prompt texts).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiTypes, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import BaseParser
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from memory_app.agent_records import documents as agent_memory_yaml
+from memory_app.agent_records import selectors as agent_memory_selectors
+from memory_app.agent_records import services as agent_memory
+from memory_app.agent_records.models import AgentMemory
+from memory_app.api.base import TeamScopedView, _query
+from memory_app.conversations import selectors
+from memory_app.models import Session
+from memsite import safe_yaml
+from memsite.parsers import JSONParser, check_body
+
+
+class YAMLRenderer(BaseRenderer):
+    media_type = "application/yaml"
+    format = "yaml"
+    charset = "utf-8"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        return b"" if data is None else agent_memory_yaml.dump(data).encode()
+
+
+class YAMLParser(BaseParser):
+    media_type = "application/yaml"
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        encoding = (parser_context or {}).get("encoding", "utf-8")
+        try:
+            document = agent_memory_yaml.load(safe_yaml.read_body(stream).decode(encoding))
+        except (agent_memory_yaml.YAMLDocumentError, UnicodeDecodeError) as exc:
+            raise ParseError(str(exc)) from exc
+        return check_body(document)
+
+
+class XYAMLParser(YAMLParser):
+    media_type = "application/x-yaml"
+
+
+class TextYAMLParser(YAMLParser):
+    media_type = "text/yaml"
+
+
+class PlainTextRenderer(BaseRenderer):
+    """The `text` of a prompt response as text/plain; anything else (an error) as JSON."""
+
+    media_type = "text/plain"
+    format = "text"
+    charset = "utf-8"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        if isinstance(data, dict) and isinstance(data.get("text"), str):
+            return data["text"].encode()
+        return JSONRenderer().render(data)
+
+
+DOCUMENT_RENDERERS = [JSONRenderer, YAMLRenderer]
+DOCUMENT_PARSERS = [JSONParser, YAMLParser, XYAMLParser, TextYAMLParser]
+TEXT_RENDERERS = [JSONRenderer, PlainTextRenderer]
+
+_DOCUMENT = OpenApiTypes.OBJECT
+_DOCUMENT_HELP = (
+    'An agent memory document (`version: "1"`, `schema: "agent-memory"`, discoveries, attempts, '
+    "decisions, context, history) as JSON or YAML (Content-Type `application/yaml`; Accept or `?format=yaml`)."
+)
+
+
+class AgentScopedView(TeamScopedView):
+    renderer_classes = DOCUMENT_RENDERERS
+    parser_classes = DOCUMENT_PARSERS
+
+    @property
+    def agent(self) -> str:
+        return self.kwargs["agent"]
+
+    def get_memory(self, session: Session) -> AgentMemory:
+        return agent_memory_selectors.agent_memory_get(session=session, agent=self.agent)
+
+
+class AgentMemoryView(AgentScopedView):
+    @extend_schema(responses=_DOCUMENT, description=_DOCUMENT_HELP)
+    def get(self, request: Request, session_id: str, agent: str) -> Response:
+        session = self.get_session()
+        memory = self.get_memory(session)
+        return Response(agent_memory_selectors.agent_memory_document(memory=memory, session=session))
+
+    @extend_schema(
+        request=_DOCUMENT,
+        responses=_DOCUMENT,
+        description="Replace the whole document. Archived entries are kept. " + _DOCUMENT_HELP,
+    )
+    def put(self, request: Request, session_id: str, agent: str) -> Response:
+        session = self.get_session()
+        memory = agent_memory.agent_memory_replace(session=session, agent=self.agent, document=request.data)
+        return Response(agent_memory_selectors.agent_memory_document(memory=memory, session=session))
+
+
+class EntryAppendView(AgentScopedView):
+    kind: str = ""
+
+    @extend_schema(
+        request=_DOCUMENT,
+        responses={201: _DOCUMENT},
+        description="Append one entry; the server assigns the next id (`discovery-001`, ...) and a "
+        "timestamp when the entry has none. An attempt without `result` is `in_progress`.",
+    )
+    def post(self, request: Request, session_id: str, agent: str) -> Response:
+        entry = agent_memory.agent_memory_entry_append(
+            session=self.get_session(), agent=self.agent, kind=self.kind, entry=request.data
+        )
+        return Response(entry.data, status=status.HTTP_201_CREATED)
+
+
+class AttemptDetailView(AgentScopedView):
+    @extend_schema(
+        request=_DOCUMENT,
+        responses=_DOCUMENT,
+        description="Complete an attempt: `result` (success, failure or partial) and any of output, error, "
+        "lessons, artifacts, duration_ms, iterations, tokensUsed, nextStep ... are merged into it.",
+    )
+    def patch(self, request: Request, session_id: str, agent: str, attempt_id: str) -> Response:
+        entry = agent_memory.agent_memory_attempt_complete(
+            session=self.get_session(), agent=self.agent, attempt_id=attempt_id, changes=request.data
+        )
+        return Response(entry.data)
+
+
+class MemoryArchiveView(AgentScopedView):
+    @extend_schema(responses=_DOCUMENT, description="agent-memory-archive.yaml: the entries the archive job moved.")
+    def get(self, request: Request, session_id: str, agent: str) -> Response:
+        session = self.get_session()
+        memory = self.get_memory(session)
+        return Response(agent_memory_selectors.agent_memory_archive_document(memory=memory, session=session))
+
+
+_TEXT = inline_serializer("PromptText", {"session": serializers.UUIDField(), "text": serializers.CharField()})
+
+
+class MemoryPromptView(AgentScopedView):
+    renderer_classes = TEXT_RENDERERS
+
+    @extend_schema(
+        responses=_TEXT,
+        description="The agent's memory context (formatMemoryContext): the 5 most recent discoveries, the 3 most "
+        "recent failures, the current step and blockers (`?format=text` for text/plain).",
+    )
+    def get(self, request: Request, session_id: str, agent: str) -> Response:
+        session = self.get_session()
+        text = agent_memory_selectors.memory_prompt(memory=self.get_memory(session), session=session)
+        return Response({"session": str(session.pk), "agent": self.agent, "text": text})
+
+
+class ArbiterSummaryView(TeamScopedView):
+    renderer_classes = TEXT_RENDERERS
+
+    @extend_schema(
+        responses=_TEXT,
+        description="The arbiter's section of previous agent work (buildArbiterSelectPrompt): each agent's last "
+        "attempt (`?format=text` for text/plain).",
+    )
+    def get(self, request: Request, session_id: str) -> Response:
+        session = self.get_session()
+        return Response({"session": str(session.pk), "text": agent_memory_selectors.arbiter_summary(session=session)})
+
+
+class AttemptQuerySerializer(serializers.Serializer):
+    result = serializers.ChoiceField(choices=agent_memory.RESULTS, required=False)
+    plan_step = serializers.IntegerField(
+        required=False, min_value=agent_memory.INTEGER_MIN, max_value=agent_memory.INTEGER_MAX
+    )
+    session = serializers.UUIDField(required=False)
+    agent = serializers.CharField(required=False, max_length=100)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
+
+
+class AttemptHitSerializer(serializers.Serializer):
+    session = serializers.UUIDField(source="session_id")
+    agent = serializers.CharField()
+    archived = serializers.BooleanField()
+    attempt = serializers.JSONField()
+
+
+class AttemptListView(TeamScopedView):
+    @extend_schema(
+        operation_id="attempts_list",
+        parameters=[AttemptQuerySerializer],
+        responses=inline_serializer("AttemptPage", {"results": AttemptHitSerializer(many=True)}),
+        description="Attempts of every agent across the team's sessions (archived ones included), newest "
+        "first: `?result=failure&plan_step=2` shows which approaches already failed at step 2.",
+    )
+    def get(self, request: Request) -> Response:
+        query = _query(AttemptQuerySerializer, request)
+        session_id = query.pop("session", None)
+        session = selectors.session_get(team=self.team, session_id=session_id) if session_id else None
+        hits = agent_memory_selectors.attempt_search(team=self.team, session=session, **query)
+        return Response({"results": AttemptHitSerializer(hits, many=True).data})

@@ -1,0 +1,29 @@
+"""What every API view shares: the caller's team from its key, and query-string validation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from memory_app.conversations import selectors
+from memory_app.models import Session, Team
+
+
+class TeamScopedView(APIView):
+    """Every query starts from the team of the key that made the request."""
+
+    @property
+    def team(self) -> Team:
+        return self.request.auth.team
+
+    def get_session(self) -> Session:
+        return selectors.session_get(team=self.team, session_id=self.kwargs["session_id"])
+
+
+def _query(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    serializer = serializer_class(data=request.query_params)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)

@@ -1,0 +1,48 @@
+"""Output shapes and query validation of the compaction endpoints."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from memory_app.models import CompactionRun
+
+
+class CompactionRunSerializer(serializers.ModelSerializer):
+    session_id = serializers.UUIDField(read_only=True)
+    summary = serializers.JSONField(read_only=True)
+    stages_run = serializers.JSONField(read_only=True)
+
+    class Meta:
+        model = CompactionRun
+        fields = [
+            "id",
+            "session_id",
+            "status",
+            "trigger",
+            "attempts",
+            "covered_from_seq",
+            "covered_to_seq",
+            "pre_tokens",
+            "post_tokens",
+            "pre_bytes",
+            "post_bytes",
+            "pre_messages",
+            "post_messages",
+            "stages_run",
+            "duration_ms",
+            "backend",
+            "model",
+            "prompt_tokens",
+            "completion_tokens",
+            "error",
+            "summary",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "reverted_at",
+        ]
+        read_only_fields = fields
+
+
+class CompactQuerySerializer(serializers.Serializer):
+    reason = serializers.ChoiceField(choices=["manual", "payload_error"], default="manual", required=False)

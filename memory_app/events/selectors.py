@@ -1,0 +1,19 @@
+"""Reading a team's event feed."""
+
+from __future__ import annotations
+
+from memory_app.models import (
+    MemoryEvent,
+    Session,
+    Team,
+)
+
+
+def event_page(*, team: Team, session: Session | None, after: int | None, limit: int) -> list[MemoryEvent]:
+    """The team's events oldest first (optionally one session's), from cursor `after`."""
+    events = MemoryEvent.objects.filter(team=team)
+    if session is not None:
+        events = events.filter(session=session)
+    if after is not None:
+        events = events.filter(pk__gt=after)
+    return list(events.order_by("pk")[:limit])

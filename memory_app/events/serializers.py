@@ -1,0 +1,102 @@
+"""Serializers of the live event feed and webhooks."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from memory_app.models import MemoryEvent, Webhook, WebhookDelivery
+from memory_app.webhooks.models import WEBHOOK_EVENT_KINDS
+from memsite.parsers import INT_MAX
+
+
+class EventStreamQuerySerializer(serializers.Serializer):
+    session = serializers.UUIDField(required=False, help_text="Only this session's events (default: the team's).")
+    after = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=INT_MAX,
+        help_text="Resume after this event id (the `Last-Event-ID` header wins). Default: only new events.",
+    )
+
+
+class LastEventIdSerializer(serializers.Serializer):
+    last_event_id = serializers.IntegerField(min_value=0, max_value=2**63 - 1)
+
+
+class WebhookInputSerializer(serializers.Serializer):
+    url = serializers.CharField(max_length=2000)
+    description = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    event_kinds = serializers.ListField(
+        child=serializers.ChoiceField(choices=WEBHOOK_EVENT_KINDS),
+        required=False,
+        allow_empty=False,
+        help_text="Default: every kind webhooks can receive.",
+    )
+    active = serializers.BooleanField(required=False)
+
+
+class WebhookOutputSerializer(serializers.ModelSerializer):
+    secret = serializers.SerializerMethodField(help_text="Masked: the full secret is shown only at creation.")
+
+    class Meta:
+        model = Webhook
+        fields = ["id", "url", "description", "event_kinds", "active", "secret", "created_by", "created_at"]
+        read_only_fields = fields
+
+    def get_secret(self, webhook: Webhook) -> str:
+        return f"{webhook.secret_hint}…"
+
+
+class WebhookCreatedSerializer(WebhookOutputSerializer):
+    secret = serializers.CharField(read_only=True, help_text="The signing secret. Shown this once; store it now.")
+
+    class Meta(WebhookOutputSerializer.Meta):
+        pass
+
+
+class WebhookDeliverySerializer(serializers.ModelSerializer):
+    event_id = serializers.IntegerField(read_only=True, allow_null=True)
+    redelivery_of = serializers.UUIDField(source="redelivery_of_id", read_only=True, allow_null=True)
+    payload = serializers.JSONField(read_only=True)
+
+    class Meta:
+        model = WebhookDelivery
+        fields = [
+            "id",
+            "event_id",
+            "kind",
+            "status",
+            "attempts",
+            "response_code",
+            "error",
+            "next_retry_at",
+            "delivered_at",
+            "redelivery_of",
+            "created_at",
+            "updated_at",
+            "payload",
+        ]
+        read_only_fields = fields
+
+
+class DeliveryQuerySerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=WebhookDelivery.Status.choices, required=False)
+
+
+class MemoryEventSerializer(serializers.ModelSerializer):
+    # null for team-wide events (a team-wide fact invalidated)
+    session_id = serializers.UUIDField(read_only=True, allow_null=True)
+    data = serializers.JSONField(read_only=True)
+
+    class Meta:
+        model = MemoryEvent
+        fields = ["id", "session_id", "kind", "data", "created_at"]
+        read_only_fields = fields
+
+
+class EventQuerySerializer(serializers.Serializer):
+    session = serializers.UUIDField(required=False)
+    after = serializers.IntegerField(
+        required=False, min_value=0, max_value=INT_MAX, help_text="Cursor: events with id > after."
+    )
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)

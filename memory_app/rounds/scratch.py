@@ -1,0 +1,104 @@
+"""Scratch memory: the tool executions of a turn, attached to its assistant message.
+
+`POST .../scratch/` records one execution (`scratch_record`): a ScratchEntry row with the
+session's current last seq, taken under the session-row lock that every append also takes,
+and `Session.pending_scratch` + 1. The next assistant message appended to the session gets
+every pending entry, in recording order, as `meta.scratch` (before any scratch the message
+already carried), and the entries are deleted (`scratch_settle`).
+
+"The next assistant message" is defined by seq, not by timing: an entry recorded when the
+last seq was N belongs to the first assistant message with seq > N. So settling is exact on
+every path. On SQLite (and whenever the append runs in a transaction) it happens in the
+append's transaction. PostgreSQL's one-statement append in autocommit has committed when the
+append reads `pending_scratch` from its own UPDATE ... RETURNING; the settle then runs in its
+own short transaction, and a concurrent append cannot take entries that precede it by seq.
+An append that finds no pending entry (the counter comes back 0) does no extra query.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.db import connection, transaction
+
+from memory_app.models import Message, Session
+from memory_app.rounds.models import ScratchEntry
+from memsite.errors import NotFound
+
+_LOCK_AND_COUNT_SQL = (
+    f"UPDATE {Session._meta.db_table} SET pending_scratch = pending_scratch + %s "  # noqa: S608
+    "WHERE id = %s AND team_id = %s RETURNING last_seq"
+)
+
+
+def has_assistant(rows: Sequence[Message]) -> bool:
+    return any(row.role == Message.Role.ASSISTANT for row in rows)
+
+
+def _lock_session(*, session_id: uuid.UUID, team_id: int, add: int) -> int:
+    """Row-lock the session (as appends do), add `add` to its pending count; its last seq."""
+    with connection.cursor() as cursor:
+        cursor.execute(_LOCK_AND_COUNT_SQL, [add, Session._meta.pk.get_db_prep_value(session_id, connection), team_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise NotFound("Session not found.")
+    return int(row[0])
+
+
+@transaction.atomic
+def scratch_record(*, session: Session, entries: Sequence[Mapping[str, Any]]) -> list[ScratchEntry]:
+    """Record tool executions of the current turn; the next assistant message will carry them."""
+    last_seq = _lock_session(session_id=session.pk, team_id=session.team_id, add=len(entries))
+    rows = [
+        ScratchEntry(team_id=session.team_id, session=session, after_seq=last_seq, data=dict(entry))
+        for entry in entries
+    ]
+    return ScratchEntry.objects.bulk_create(rows)
+
+
+@transaction.atomic
+def scratch_settle(*, session_id: uuid.UUID, appended: Sequence[Message] = ()) -> int:
+    """Move pending scratch entries into the `meta.scratch` of the assistant message each belongs to.
+
+    Returns how many entries were attached. `appended` (rows just inserted) get their new
+    meta in memory too.
+    """
+    session = Session.objects.select_for_update().only("pk", "pending_scratch").get(pk=session_id)
+    pending = list(ScratchEntry.objects.filter(session_id=session_id).order_by("after_seq", "id"))
+    if not pending:
+        return 0
+    # Entries are settled by the first assistant message after them, so these are few:
+    # normally only the message being appended.
+    assistants = list(
+        Message.objects.filter(session_id=session_id, role=Message.Role.ASSISTANT, seq__gt=pending[0].after_seq)
+        .order_by("seq")
+        .values_list("pk", "seq", "meta")
+    )
+    by_message: dict[uuid.UUID, tuple[Any, list[ScratchEntry]]] = {}
+    for entry in pending:
+        target = next(((pk, meta) for pk, seq, meta in assistants if seq > entry.after_seq), None)
+        if target is None:
+            break  # this and every later entry wait for an assistant message still to come
+        by_message.setdefault(target[0], (target[1], []))[1].append(entry)
+    in_memory = {row.pk: row for row in appended}
+    attached: list[int] = []
+    for message_id, (meta, entries) in by_message.items():
+        current = dict(meta) if isinstance(meta, dict) else {}
+        carried = current.get("scratch") if isinstance(current.get("scratch"), list) else []
+        current["scratch"] = [entry.data for entry in entries] + list(carried)
+        Message.objects.filter(pk=message_id).update(meta=current)
+        if message_id in in_memory:
+            in_memory[message_id].meta = current
+        attached += [entry.pk for entry in entries]
+    if attached:
+        ScratchEntry.objects.filter(pk__in=attached).delete()
+        session.pending_scratch = max(len(pending) - len(attached), 0)
+        session.save(update_fields=["pending_scratch"])
+    return len(attached)
+
+
+def scratch_pending(*, session: Session) -> list[ScratchEntry]:
+    """Entries waiting for the next assistant message, in recording order."""
+    return list(ScratchEntry.objects.filter(session=session).order_by("after_seq", "id"))

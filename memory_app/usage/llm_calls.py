@@ -1,0 +1,148 @@
+"""Every LLM call memsite makes goes through `llm_complete`: it enforces the team's daily token
+budget, calls the backend, and writes the call to the `LLMCall` ledger whatever the outcome.
+
+The budget is checked before the call against what the team's ledger says it spent since UTC
+midnight. Two workers may both pass the check and together overshoot by one call each: a
+budget is a cost ceiling, not an exact quota, and a lock here would serialise every LLM call
+of a team. The offline extractive backend costs nothing, so it is never refused.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import F, Sum
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from memory_app.llm import complete
+from memory_app.llm.base import (
+    ChatRequest,
+    LLMBackend,
+    LLMBudgetExceeded,
+    LLMError,
+    LLMPermanentError,
+    LLMResult,
+    LLMTransientError,
+)
+from memory_app.models import ContextServe, LLMCall, Session, Team
+from memory_app.usage import context_ledger
+
+ERROR_MAX_CHARS = 500
+
+
+def day_start(now: datetime | None = None) -> datetime:
+    """The start of the current budget day (UTC midnight)."""
+    now = now or timezone.now()
+    return now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def daily_budget(team: Team) -> int:
+    """The team's daily token budget; 0 means unlimited."""
+    if team.daily_llm_token_budget is not None:
+        return team.daily_llm_token_budget
+    return settings.DAILY_LLM_TOKEN_BUDGET
+
+
+def tokens_spent_today(*, team_id: int) -> int:
+    return LLMCall.objects.filter(team_id=team_id, created_at__gte=day_start()).aggregate(
+        total=Coalesce(Sum(F("prompt_tokens") + F("completion_tokens")), 0)
+    )["total"]
+
+
+def seconds_until_budget_resets() -> int:
+    return max(int((day_start() + timedelta(days=1) - timezone.now()).total_seconds()), 1)
+
+
+def _is_billable(backend: LLMBackend) -> bool:
+    return getattr(backend, "billable", True)
+
+
+def _check_budget(team: Team, backend: LLMBackend) -> None:
+    budget = daily_budget(team)
+    if not budget or not _is_billable(backend):
+        return
+    spent = tokens_spent_today(team_id=team.pk)
+    if spent >= budget:
+        raise LLMBudgetExceeded(
+            f"the team's daily LLM token budget is spent ({spent} of {budget} tokens since 00:00 UTC)",
+            retry_after=seconds_until_budget_resets(),
+        )
+
+
+def _outcome(exc: LLMError) -> str:
+    if isinstance(exc, LLMBudgetExceeded):
+        return LLMCall.Outcome.BUDGET_EXCEEDED
+    if isinstance(exc, LLMTransientError):
+        return LLMCall.Outcome.TRANSIENT_ERROR
+    return LLMCall.Outcome.PERMANENT_ERROR
+
+
+def llm_complete(
+    *,
+    backend: LLMBackend,
+    request: ChatRequest,
+    team: Team,
+    session: Session | None = None,
+    agent: str = "",
+) -> LLMResult:
+    """Call `backend` for `team` and record the call. Raises the backend's LLMError, or
+    LLMBudgetExceeded (without calling the backend) when the team's daily budget is spent."""
+    record: dict[str, Any] = {
+        "team": team,
+        "session": session,
+        "agent": agent[:200],
+        "purpose": request.purpose,
+        "backend": backend.name,
+        "model": backend.model,
+        "billable": _is_billable(backend),
+    }
+    started = time.monotonic()
+    try:
+        _check_budget(team, backend)
+        result = complete(backend, request)  # the metrics' boundary
+    except LLMError as exc:
+        LLMCall.objects.create(
+            **record,
+            latency_ms=int((time.monotonic() - started) * 1000),
+            outcome=_outcome(exc),
+            error=exc.detail[:ERROR_MAX_CHARS],
+        )
+        raise
+    LLMCall.objects.create(
+        **{**record, "backend": result.backend, "model": result.model},
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
+        latency_ms=result.latency_ms or int((time.monotonic() - started) * 1000),
+        outcome=LLMCall.Outcome.OK,
+    )
+    return result
+
+
+def context_served_record(*, session: Session, agent: str, served_tokens: int) -> None:
+    """Ledger row for one context served: what the raw history would have cost beside what was
+    sent. Written in batches (memory_app/context_ledger.py): a context read is every agent turn."""
+    context_ledger.record(
+        ContextServe(
+            team_id=session.team_id,
+            session_id=session.pk,
+            agent=agent[:200],
+            raw_tokens=session.system_prompt_tokens + session.history_tokens,
+            served_tokens=served_tokens,
+            created_at=timezone.now(),
+        )
+    )
+
+
+__all__ = [
+    "LLMBudgetExceeded",
+    "LLMPermanentError",
+    "context_served_record",
+    "daily_budget",
+    "day_start",
+    "llm_complete",
+    "tokens_spent_today",
+]

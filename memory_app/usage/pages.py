@@ -1,0 +1,150 @@
+"""The token economics page: tokens memory work spent vs tokens compaction and windowing
+saved, per team, session and agent, over time; the top sessions; experience hit-rates.
+
+The chart is an SVG drawn by the template from geometry computed here (no chart library, no
+JavaScript): two bars per day, spent and saved, on one scale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django import forms
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from experiences_app import selectors as experience_selectors
+from memory_app.conversations import selectors
+from memory_app.dashboard.decorators import team_page
+from memory_app.models import Session, Team
+from memory_app.usage import selectors as usage_selectors
+from memory_app.usage.selectors import DailyUsage, UsageFilter
+from memsite.errors import NotFound
+
+RANGES = {"7": 7, "30": 30, "90": 90}  # days
+TOP_SESSIONS = 8
+CHART_WIDTH, CHART_HEIGHT, CHART_PAD = 760, 220, 34
+
+
+class UsageFilterForm(forms.Form):
+    days = forms.ChoiceField(choices=[(key, f"last {key} days") for key in RANGES], required=False, initial="30")
+    session = forms.UUIDField(required=False)
+    agent = forms.CharField(required=False, max_length=200)
+
+
+@dataclass(frozen=True)
+class Bar:
+    x: float
+    y: float
+    width: float
+    height: float
+    value: int
+    label: str
+
+
+@dataclass(frozen=True)
+class Chart:
+    width: int
+    height: int
+    baseline: float
+    spent: list[Bar]
+    saved: list[Bar]
+    ticks: list[tuple[float, str]]  # (y, label) of the value axis
+    days: list[tuple[float, str]]  # (x, label) of the date axis, thinned to fit
+    empty: bool
+
+
+def _short(value: int) -> str:
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:.1f}M"
+    if value >= 1_000:
+        return f"{value / 1_000:.1f}k"
+    return str(value)
+
+
+def usage_chart(days: list[DailyUsage]) -> Chart:
+    """Bar geometry for spent and saved tokens per day, on one linear scale from 0."""
+    top = max([max(d.spent_tokens, d.saved_tokens) for d in days] + [1])
+    plot_w, plot_h = CHART_WIDTH - 2 * CHART_PAD, CHART_HEIGHT - 2 * CHART_PAD
+    slot = plot_w / max(len(days), 1)
+    bar_w = max(min(slot * 0.38, 18), 1.5)
+    baseline = CHART_PAD + plot_h
+
+    def bar(index: int, value: int, offset: float, day: DailyUsage) -> Bar:
+        height = plot_h * value / top
+        x = CHART_PAD + index * slot + slot / 2 + offset
+        return Bar(x, baseline - height, bar_w, height, value, f"{day.day:%b %d}: {value:,} tokens")
+
+    step = max(len(days) // 8, 1)
+    return Chart(
+        width=CHART_WIDTH,
+        height=CHART_HEIGHT,
+        baseline=baseline,
+        spent=[bar(i, d.spent_tokens, -bar_w, d) for i, d in enumerate(days)],
+        saved=[bar(i, d.saved_tokens, 0, d) for i, d in enumerate(days)],
+        ticks=[(baseline - plot_h * share, _short(int(top * share))) for share in (0, 0.5, 1)],
+        days=[(CHART_PAD + i * slot + slot / 2, f"{d.day:%b %d}") for i, d in enumerate(days) if i % step == 0],
+        empty=all(d.spent_tokens == 0 and d.saved_tokens == 0 for d in days),
+    )
+
+
+@dataclass(frozen=True)
+class HitRate:
+    exp_id: str
+    candidate: int
+    selected: int
+
+    @property
+    def rate(self) -> int:
+        return round(100 * self.selected / self.candidate) if self.candidate else 0
+
+
+def _hit_rates(team: Team) -> list[HitRate]:
+    usage = experience_selectors.experience_usage(team=team)
+    rates = [HitRate(exp_id, u.candidate_30d, u.selected_30d) for exp_id, u in usage.items() if u.candidate_30d]
+    return sorted(rates, key=lambda r: (-r.selected, -r.candidate, r.exp_id))
+
+
+def _scope_session(team: Team, session_id: object) -> Session | None:
+    if not session_id:
+        return None
+    try:
+        return selectors.session_get(team=team, session_id=str(session_id))
+    except NotFound as exc:
+        raise Http404(str(exc)) from exc
+
+
+@team_page
+def usage_page(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpResponse:
+    form = UsageFilterForm(request.GET or None)
+    data = form.cleaned_data if form.is_valid() else {}
+    days = RANGES.get(data.get("days") or "30", 30)
+    since, until = usage_selectors.default_range(timezone.now(), days=days)
+    session = _scope_session(team, data.get("session"))
+    agent = data.get("agent") or None
+    scope = UsageFilter(team=team, since=since, until=until, session=session, agent=agent)
+    by_session = usage_selectors.usage_groups(scope=scope, group_by="session")
+    return render(
+        request,
+        "memory_app/usage.html",
+        {
+            "team": team,
+            "teams": teams,
+            "form": form,
+            "days": days,
+            "ranges": list(RANGES),
+            "session": session,
+            "agent": agent,
+            "totals": usage_selectors.usage_totals(scope=scope),
+            "budget": usage_selectors.budget_status(team=team),
+            "chart": usage_chart(usage_selectors.usage_daily(scope=scope)),
+            "top_spend": [g for g in by_session if g.figures.spent_tokens][:TOP_SESSIONS],
+            "top_saved": sorted(
+                (g for g in by_session if g.figures.saved_tokens), key=lambda g: -g.figures.saved_tokens
+            )[:TOP_SESSIONS],
+            "by_agent": usage_selectors.usage_groups(scope=scope, group_by="agent"),
+            "by_purpose": usage_selectors.usage_groups(scope=scope, group_by="purpose"),
+            "hit_rates": _hit_rates(team) if session is None and agent is None else [],
+        },
+    )

@@ -1,0 +1,322 @@
+"""Webhooks: every write (create/edit/delete, deliveries, redelivery, the sweeper) and the signing.
+
+A delivery is a durable job like a compaction run: recorded in the transaction that writes the
+event, sent to the `deliver_webhook` task on commit, claimed by a conditional UPDATE, POSTed with
+no transaction open, and retried with exponential backoff on network errors, 5xx and 429 until
+WEBHOOK_MAX_ATTEMPTS; any other answer fails it at once with the reason kept. The sweeper re-sends
+deliveries whose broker message was lost and re-queues ones whose worker died mid-send.
+
+Receivers verify `X-Memsite-Signature: sha256=<hex>`, the HMAC-SHA256 under the webhook's secret
+of `"<X-Memsite-Timestamp>.<raw body>"` (see `webhook_signature`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from memory_app.events.services import event_payload
+from memory_app.jobs.dispatch import dispatch
+from memory_app.models import MemoryEvent, Team, Webhook, WebhookDelivery
+from memory_app.webhooks.models import WEBHOOK_EVENT_KINDS
+from memsite.errors import Conflict, InvalidInput
+from memsite.url_policy import REASON_UNRESOLVABLE, UnsafeURL, check_outbound_url
+
+Status = WebhookDelivery.Status
+SECRET_SCHEME = "whsec"  # noqa: S105  (the prefix of generated secrets, not a secret)
+ERROR_LIMIT = 2000
+USER_AGENT = "memsite-webhooks/1"
+
+
+# --- targets ---------------------------------------------------------------------------------
+
+
+def webhook_target_problem(url: str, *, resolve: bool) -> str | None:
+    """Why `url` is not an acceptable webhook target, or None: memsite.url_policy's rules, with
+    private and loopback targets allowed only when MEMSITE_WEBHOOK_ALLOW_PRIVATE_TARGETS is on.
+
+    Checked at creation (`resolve=False`: a name that does not resolve yet is accepted) and again
+    before every send (`resolve=True`: it must resolve), so a name that later points at a refused
+    address is caught.
+    """
+    try:
+        parts = urlsplit(url)
+        if parts.username or parts.password:
+            return "credentials in the URL are not accepted; use the signing secret"
+    except ValueError:
+        pass  # reported by the policy below
+    try:
+        check_outbound_url(url, allow_private=settings.WEBHOOK_ALLOW_PRIVATE_TARGETS)
+    except UnsafeURL as exc:
+        if exc.reason == REASON_UNRESOLVABLE and not resolve:
+            return None
+        return exc.fields["url"][0]
+    return None
+
+
+# --- webhooks --------------------------------------------------------------------------------
+
+
+def _clean_kinds(kinds: Any) -> list[str]:
+    if kinds is None:
+        return list(WEBHOOK_EVENT_KINDS)
+    if not isinstance(kinds, list) or not kinds or not all(isinstance(k, str) for k in kinds):
+        raise InvalidInput.for_field("event_kinds", "must be a non-empty list of event kinds")
+    unknown = sorted(set(kinds) - set(WEBHOOK_EVENT_KINDS))
+    if unknown:
+        raise InvalidInput.for_field(
+            "event_kinds", f"unknown kind(s) {', '.join(unknown)}; choose from {', '.join(WEBHOOK_EVENT_KINDS)}"
+        )
+    return [kind for kind in WEBHOOK_EVENT_KINDS if kind in kinds]
+
+
+def _clean_url(url: Any) -> str:
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidInput.for_field("url", "is required")
+    url = url.strip()
+    problem = webhook_target_problem(url, resolve=False)
+    if problem:
+        raise InvalidInput.for_field("url", problem)
+    return url
+
+
+def generate_secret() -> str:
+    return f"{SECRET_SCHEME}_{secrets.token_urlsafe(32)}"
+
+
+@transaction.atomic
+def webhook_create(
+    *,
+    team: Team,
+    url: str,
+    actor: str,
+    event_kinds: list[str] | None = None,
+    description: str = "",
+    active: bool = True,
+) -> tuple[Webhook, str]:
+    """Returns the webhook and its secret: the only time the secret is handed out."""
+    secret = generate_secret()
+    webhook = Webhook.objects.create(
+        team=team,
+        url=_clean_url(url),
+        description=description[:200],
+        secret=secret,
+        secret_hint=secret[: len(SECRET_SCHEME) + 5],
+        event_kinds=_clean_kinds(event_kinds),
+        active=active,
+        created_by=actor[:200],
+    )
+    return webhook, secret
+
+
+@transaction.atomic
+def webhook_update(*, webhook: Webhook, data: Mapping[str, Any]) -> Webhook:
+    """Change url, description, event_kinds and/or active (the secret never changes here)."""
+    webhook = Webhook.objects.select_for_update().get(pk=webhook.pk)
+    if "url" in data:
+        webhook.url = _clean_url(data["url"])
+    if "event_kinds" in data:
+        webhook.event_kinds = _clean_kinds(data["event_kinds"])
+    if "description" in data:
+        webhook.description = str(data["description"])[:200]
+    if "active" in data:
+        webhook.active = bool(data["active"])
+    webhook.save()
+    return webhook
+
+
+@transaction.atomic
+def webhook_delete(*, webhook: Webhook) -> None:
+    """Deletes the webhook and its delivery log; `active=false` is the reversible way."""
+    webhook.delete()
+
+
+# --- deliveries ------------------------------------------------------------------------------
+
+
+def _send(delivery_id: Any, countdown: float = 0) -> None:
+    from memory_app.tasks import deliver_webhook  # tasks import services, not the reverse
+
+    # Bounded and never raising: an event's write must not fail because the broker is down
+    # (the delivery row stays pending and the sweeper re-sends it).
+    dispatch(deliver_webhook, run_id=delivery_id, countdown=countdown, queue=settings.CELERY_TASK_DEFAULT_QUEUE)
+
+
+def _send_on_commit(delivery_ids: Iterable[Any]) -> None:
+    for delivery_id in delivery_ids:
+        transaction.on_commit(lambda delivery_id=delivery_id: _send(delivery_id))
+
+
+def webhook_deliveries_enqueue(*, event: MemoryEvent) -> list[WebhookDelivery]:
+    """Record a delivery of `event` for each of its team's active webhooks that subscribe to
+    its kind; the tasks are sent when the caller's transaction commits."""
+    if event.kind not in WEBHOOK_EVENT_KINDS:
+        return []
+    # A team has a handful of webhooks: filtering the kinds here works on every database.
+    team_hooks = Webhook.objects.filter(team_id=event.team_id, active=True)
+    hooks = [hook for hook in team_hooks if event.kind in hook.event_kinds]
+    if not hooks:
+        return []
+    payload = event_payload(event)
+    deliveries = WebhookDelivery.objects.bulk_create(
+        WebhookDelivery(team_id=event.team_id, webhook=hook, event=event, kind=event.kind, payload=payload)
+        for hook in hooks
+    )
+    _send_on_commit(delivery.pk for delivery in deliveries)
+    return deliveries
+
+
+def webhook_signature(*, secret: str, timestamp: str, body: bytes) -> str:
+    """`sha256=<hex>` of HMAC-SHA256(secret, "<timestamp>.<body>")."""
+    digest = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return f"sha256={digest}"
+
+
+def _claim(delivery_id: str) -> bool:
+    """Take a pending delivery whose time has come; only one execution gets it."""
+    now = timezone.now()
+    return (
+        WebhookDelivery.objects.filter(pk=delivery_id, status=Status.PENDING)
+        .filter(Q(next_retry_at__isnull=True) | Q(next_retry_at__lte=now))
+        .update(status=Status.SENDING, attempts=F("attempts") + 1, claimed_at=now, updated_at=now)
+        == 1
+    )
+
+
+class _Outcome:
+    """What one POST did: delivered, worth retrying (transient), or not (permanent)."""
+
+    def __init__(self, *, ok: bool, transient: bool, code: int | None, error: str, retry_after: float | None) -> None:
+        self.ok, self.transient, self.code, self.error, self.retry_after = ok, transient, code, error, retry_after
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    raw = response.headers.get("Retry-After", "")
+    return float(raw) if raw.strip().isdigit() else None
+
+
+def _post(webhook: Webhook, delivery: WebhookDelivery) -> _Outcome:
+    problem = webhook_target_problem(webhook.url, resolve=True)
+    if problem:
+        return _Outcome(ok=False, transient=False, code=None, error=f"target refused: {problem}", retry_after=None)
+    body = json.dumps(delivery.payload, separators=(",", ":"), sort_keys=True).encode()
+    timestamp = str(int(time.time()))
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        "X-Memsite-Event": delivery.kind,
+        "X-Memsite-Delivery": str(delivery.pk),
+        "X-Memsite-Timestamp": timestamp,
+        "X-Memsite-Signature": webhook_signature(secret=webhook.secret, timestamp=timestamp, body=body),
+    }
+    try:
+        # No redirects: a 3xx could point the signed request anywhere (the target check would not see it).
+        response = httpx.post(
+            webhook.url, content=body, headers=headers, timeout=settings.WEBHOOK_TIMEOUT, follow_redirects=False
+        )
+    except httpx.HTTPError as exc:
+        return _Outcome(ok=False, transient=True, code=None, error=f"{type(exc).__name__}: {exc}", retry_after=None)
+    code = response.status_code
+    if 200 <= code < 300:
+        return _Outcome(ok=True, transient=False, code=code, error="", retry_after=None)
+    detail = f"HTTP {code}: {response.text[:300]}".strip()
+    transient = code >= 500 or code in (408, 429)
+    return _Outcome(ok=False, transient=transient, code=code, error=detail, retry_after=_retry_after(response))
+
+
+def _backoff(attempts: int, retry_after: float | None) -> float:
+    delay = settings.WEBHOOK_RETRY_BACKOFF * (2 ** max(attempts - 1, 0))
+    return max(delay, retry_after or 0.0)
+
+
+def webhook_deliver(*, delivery_id: str) -> str:
+    """The body of the deliver_webhook task: one attempt. Returns a status string for the log."""
+    if not _claim(delivery_id):
+        return "already-claimed"
+    delivery = WebhookDelivery.objects.select_related("webhook").get(pk=delivery_id)
+    webhook = delivery.webhook
+    if not webhook.active:
+        outcome = _Outcome(ok=False, transient=False, code=None, error="the webhook is inactive", retry_after=None)
+    else:
+        outcome = _post(webhook, delivery)
+    now = timezone.now()
+    changes: dict[str, Any] = {"response_code": outcome.code, "error": outcome.error[:ERROR_LIMIT], "updated_at": now}
+    if outcome.ok:
+        changes.update(status=Status.DELIVERED, delivered_at=now, next_retry_at=None)
+        result = "delivered"
+    elif outcome.transient and delivery.attempts < settings.WEBHOOK_MAX_ATTEMPTS:
+        delay = _backoff(delivery.attempts, outcome.retry_after)
+        changes.update(status=Status.PENDING, next_retry_at=now + timedelta(seconds=delay))
+        result = f"retry in {delay:.1f}s"
+    else:
+        if outcome.transient:
+            changes["error"] = f"gave up after {delivery.attempts} attempts: {outcome.error}"[:ERROR_LIMIT]
+        changes.update(status=Status.FAILED, next_retry_at=None)
+        result = "failed"
+    # Only the claimer writes a SENDING row, so this cannot overwrite another execution.
+    WebhookDelivery.objects.filter(pk=delivery.pk, status=Status.SENDING).update(**changes)
+    if result.startswith("retry"):
+        _send(delivery.pk, countdown=(changes["next_retry_at"] - now).total_seconds())
+    return result
+
+
+@transaction.atomic
+def webhook_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
+    """Send a finished delivery's payload again, as a new delivery in the log."""
+    current = WebhookDelivery.objects.select_related("webhook").get(pk=delivery.pk)
+    if current.status not in (Status.FAILED, Status.DELIVERED):
+        raise Conflict(f"Only a failed or delivered delivery can be redelivered (this one is {current.status}).")
+    if not current.webhook.active:
+        raise Conflict("The webhook is inactive; activate it before redelivering.")
+    again = WebhookDelivery.objects.create(
+        team_id=current.team_id,
+        webhook=current.webhook,
+        event_id=current.event_id,
+        kind=current.kind,
+        payload=current.payload,
+        redelivery_of=current,
+    )
+    _send_on_commit([again.pk])
+    return again
+
+
+def webhook_delivery_sweep() -> dict[str, int]:
+    """Re-send pending deliveries overdue by WEBHOOK_RESEND_AFTER (lost broker message; the claim
+    makes a duplicate harmless) and re-queue or fail ones stuck sending past the deadline."""
+    now = timezone.now()
+    overdue = now - timedelta(seconds=settings.WEBHOOK_RESEND_AFTER)
+    lost = list(
+        WebhookDelivery.objects.filter(status=Status.PENDING)
+        .filter(Q(next_retry_at__lt=overdue) | Q(next_retry_at__isnull=True, created_at__lt=overdue))
+        .values_list("pk", flat=True)[:500]
+    )
+    for delivery_id in lost:
+        # Moving next_retry_at keeps the next sweep from sending it again straight away.
+        WebhookDelivery.objects.filter(pk=delivery_id, status=Status.PENDING).update(next_retry_at=now)
+        _send(delivery_id)
+    stuck = WebhookDelivery.objects.filter(
+        status=Status.SENDING, claimed_at__lt=now - timedelta(seconds=settings.WEBHOOK_SENDING_DEADLINE)
+    )
+    failed = stuck.filter(attempts__gte=settings.WEBHOOK_MAX_ATTEMPTS).update(
+        status=Status.FAILED, error="the worker sending it stopped; out of attempts", updated_at=now
+    )
+    requeued = list(stuck.values_list("pk", flat=True)[:500])
+    for delivery_id in requeued:
+        if WebhookDelivery.objects.filter(pk=delivery_id, status=Status.SENDING).update(
+            status=Status.PENDING, next_retry_at=now, error="the worker sending it stopped", updated_at=now
+        ):
+            _send(delivery_id)
+    return {"resent": len(lost), "requeued": len(requeued), "failed": failed}
