@@ -1,11 +1,14 @@
 """Celery tasks: take ids, call ONE service, return a status string.
 
 Job state lives in CompactionRun, FactExtractionRun and WebhookDelivery rows, so a task is safe to run
-twice: the service's claim lets only one execution through. `observed_job` records each run's duration and
-outcome (its status string) in the metrics, from the worker process that ran it.
+twice: the claim of the shared job lifecycle (memory_app.jobs) lets only one execution through. Each job
+kind names its task here by dotted path, which is also the task's registered name. `observed_job` records
+each run's duration and outcome (its status string) in the metrics, from the worker process that ran it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from celery import shared_task
 
@@ -17,6 +20,11 @@ from memory_app.ops.metrics import observed_job
 from memory_app.webhooks import services as webhooks
 
 
+def _report(counts: Mapping[str, int]) -> str:
+    """A sweep's counts as the worker logs them ("resent=1, requeued=0, ..."; the fault tests read it)."""
+    return ", ".join(f"{name}={value}" for name, value in counts.items())
+
+
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 @observed_job("compaction")
 def compact_session(run_id: str) -> str:
@@ -26,8 +34,7 @@ def compact_session(run_id: str) -> str:
 @shared_task(ignore_result=True)
 @observed_job("compaction_sweep", status_is_outcome=False)
 def sweep_compactions() -> str:
-    counts = compaction.compaction_sweep()
-    return ", ".join(f"{name}={value}" for name, value in counts.items())
+    return _report(compaction.compaction_sweep())
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -39,15 +46,13 @@ def extract_facts(run_id: str) -> str:
 @shared_task(ignore_result=True)
 @observed_job("fact_extraction_sweep", status_is_outcome=False)
 def sweep_fact_extractions() -> str:
-    counts = fact_extraction.fact_extraction_sweep()
-    return ", ".join(f"{name}={value}" for name, value in counts.items())
+    return _report(fact_extraction.fact_extraction_sweep())
 
 
 @shared_task(ignore_result=True)
 @observed_job("agent_memory_archive", status_is_outcome=False)
 def archive_agent_memories() -> str:
-    counts = agent_memory.agent_memory_archive_due()
-    return ", ".join(f"{name}={value}" for name, value in counts.items())
+    return _report(agent_memory.agent_memory_archive_due())
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -59,8 +64,7 @@ def deliver_webhook(delivery_id: str) -> str:
 @shared_task(ignore_result=True)
 @observed_job("webhook_delivery_sweep", status_is_outcome=False)
 def sweep_webhook_deliveries() -> str:
-    counts = webhooks.webhook_delivery_sweep()
-    return ", ".join(f"{name}={value}" for name, value in counts.items())
+    return _report(webhooks.webhook_delivery_sweep())
 
 
 @shared_task(ignore_result=True)

@@ -1,9 +1,10 @@
 """Compaction services: queue, run (on a worker), revert and sweep CompactionRuns.
 
-The job follows the house pattern: claim the row with a conditional UPDATE, read, call
-the LLM outside any transaction, then write the result in one short transaction that
-first checks nothing it covers has changed. Raw messages are never modified: a done run
-stores the summary messages that stand in for its seq range when the context is built.
+The job follows the shared lifecycle (memory_app.jobs): claimed with a conditional UPDATE,
+retried with backoff, failed with its reason, swept when lost. Here: read, call the LLM
+outside any transaction, then write the result in one short transaction that first checks
+nothing it covers has changed. Raw messages are never modified: a done run stores the
+summary messages that stand in for its seq range when the context is built.
 """
 
 from __future__ import annotations
@@ -12,25 +13,24 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F, Max, Q, Sum
+from django.db.models import Count, F, Max, Sum
 from django.utils import timezone
 
+from memory_app import jobs
 from memory_app.compaction import config as memory_config
 from memory_app.compaction import processors as ctx
 from memory_app.compaction import prompt as summary_prompt
 from memory_app.compaction.selectors import latest_done_run
 from memory_app.conversations import counting
 from memory_app.events.services import event_record
-from memory_app.jobs.dispatch import dispatch
 from memory_app.llm import ChatRequest, LLMBudgetExceeded, LLMPermanentError, LLMTransientError, get_backend
 from memory_app.models import CompactionRun, MemoryEvent, Message, Session
 from memory_app.usage.llm_calls import llm_complete
-from memory_client.openai_format import to_openai_message
+from memory_client.vocabulary.messages import to_openai_message
 from memsite.errors import Conflict, InvalidInput
 
 log = logging.getLogger(__name__)
@@ -68,9 +68,31 @@ def effective_config(*, team_defaults: dict[str, Any], requested: dict[str, Any]
 
 
 def _send(run_id: Any, countdown: float = 0) -> None:
-    from memory_app.tasks import compact_session  # tasks import services, not the reverse
+    """Where every compaction task leaves the process (tests replace it to record or run them)."""
+    jobs.dispatch(JOB, run_id, countdown=countdown)
 
-    dispatch(compact_session, run_id=run_id, countdown=countdown, queue=settings.COMPACTION_QUEUE)
+
+JOB = jobs.JobKind(
+    model=CompactionRun,
+    task="memory_app.tasks.compact_session",
+    queue_setting="COMPACTION_QUEUE",
+    pending=Status.PENDING,
+    active=Status.RUNNING,
+    done=Status.DONE,
+    failed=Status.FAILED,
+    max_attempts_setting="COMPACTION_MAX_ATTEMPTS",
+    backoff_setting="COMPACTION_RETRY_BACKOFF",
+    resend_after_setting="COMPACTION_RESEND_AFTER",
+    deadline_setting="COMPACTION_RUNNING_DEADLINE",
+    queued_field="queued_at",
+    claimed_field="started_at",
+    finished_field="finished_at",
+    duration_field="duration_ms",
+    # Backing off after a failure keeps a session that cannot be compacted (say, one huge
+    # assistant round) from queueing a doomed run on every append.
+    cooldown_setting="COMPACTION_MIN_INTERVAL",
+    sender=lambda run_id, countdown: _send(run_id, countdown),  # looked up per call: the seam tests replace
+)
 
 
 def compaction_request(*, session: Session, trigger: str) -> tuple[CompactionRun, bool]:
@@ -87,23 +109,15 @@ def compaction_request(*, session: Session, trigger: str) -> tuple[CompactionRun
             run = CompactionRun.objects.create(team_id=session.team_id, session=session, trigger=trigger)
     except IntegrityError:  # another request queued one between our check and insert
         return CompactionRun.objects.get(session=session, status__in=CompactionRun.ACTIVE), False
-    transaction.on_commit(lambda: _send(run.pk))
+    jobs.send(JOB, run.pk, on_commit=True)
     return run, True
 
 
 def compaction_request_if_due(*, session: Session) -> CompactionRun | None:
-    """Queue a threshold compaction unless one is active or one just failed.
-
-    Backing off after a failure keeps a session that cannot be compacted (say, one huge
-    assistant round) from queueing a doomed run on every append.
-    """
+    """Queue a threshold compaction unless one is active or one failed within COMPACTION_MIN_INTERVAL."""
     latest = CompactionRun.objects.filter(session=session).order_by("-created_at").first()
-    if latest is not None:
-        if latest.status in CompactionRun.ACTIVE:
-            return None
-        recent = latest.created_at > timezone.now() - timedelta(seconds=settings.COMPACTION_MIN_INTERVAL)
-        if latest.status == Status.FAILED and recent:
-            return None
+    if not jobs.may_queue_after(JOB, latest):
+        return None
     run, _ = compaction_request(session=session, trigger=CompactionRun.Trigger.THRESHOLD)
     return run
 
@@ -168,13 +182,6 @@ class Plan:
     through_seq: int
     fingerprint: tuple[int, Any]
     pre_messages: list[dict[str, Any]]
-
-
-def _claim(run_id: str) -> bool:
-    claimed = CompactionRun.objects.filter(pk=run_id, status=Status.PENDING).update(
-        status=Status.RUNNING, attempts=F("attempts") + 1, started_at=timezone.now()
-    )
-    return claimed == 1
 
 
 def _plan(run: CompactionRun, config: memory_config.ManagedMemoryConfig) -> Plan | None:
@@ -245,7 +252,7 @@ def _summary_text(run: CompactionRun | None) -> str | None:
 
 
 def _event(session: Session, kind: str, run: CompactionRun, **data: Any) -> None:
-    """A MemoryEvent carrying seed 003's CompactionEvent fields."""
+    """A MemoryEvent with the fields the client's CompactionEvent carries (session, agent, run, trigger)."""
     event_record(
         team_id=session.team_id,
         session=session,
@@ -262,8 +269,8 @@ def _event(session: Session, kind: str, run: CompactionRun, **data: Any) -> None
 
 def compaction_execute(*, run_id: str) -> str:
     """The body of the compaction task. Returns a status string for the worker log."""
-    if not _claim(run_id):
-        return "already-claimed"
+    if not jobs.claim(JOB, run_id):
+        return jobs.ALREADY_CLAIMED
     run = CompactionRun.objects.select_related("session__team").get(pk=run_id)
     session = run.session
     started = time.monotonic()
@@ -323,7 +330,7 @@ def _write_summary(
             current.status = Status.PENDING
             current.queued_at = timezone.now()
             current.save(update_fields=["status", "queued_at"])
-            transaction.on_commit(lambda: _send(run.pk))
+            jobs.send(JOB, run.pk, on_commit=True)
             return "covered-messages-changed"
         current.summary = summary
         current.covered_from_seq = after
@@ -357,41 +364,35 @@ def _write_summary(
 
 
 def _retry_or_fail(run: CompactionRun, session: Session, exc: LLMTransientError, started: float) -> str:
-    if run.attempts >= settings.COMPACTION_MAX_ATTEMPTS:
-        return _finish_failed(run, session, f"gave up after {run.attempts} attempts: {exc.detail}", started)
-    delay = (
-        exc.retry_after if exc.retry_after is not None else settings.COMPACTION_RETRY_BACKOFF * 2 ** (run.attempts - 1)
+    return jobs.retry_or_fail(
+        JOB,
+        run,
+        error=exc.detail,
+        retry_after=exc.retry_after,
+        started=started,
+        on_failed=_failed_event(session, started),
     )
-    with transaction.atomic():
-        updated = CompactionRun.objects.filter(pk=run.pk, status=Status.RUNNING, attempts=run.attempts).update(
-            status=Status.PENDING, error=exc.detail, queued_at=timezone.now() + timedelta(seconds=delay)
-        )
-        if updated:
-            transaction.on_commit(lambda: _send(run.pk, countdown=delay))
-    return f"retry-in-{delay:g}s"
 
 
 def _finish_failed(
     run: CompactionRun, session: Session, reason: str, started: float, *, status: str = Status.FAILED
 ) -> str:
-    with transaction.atomic():
-        updated = CompactionRun.objects.filter(pk=run.pk, status=Status.RUNNING).update(
-            status=status,
+    return jobs.fail(JOB, run, reason=reason, status=status, started=started, on_failed=_failed_event(session, started))
+
+
+def _failed_event(session: Session, started: float) -> jobs.OnFailed:
+    def record(run: CompactionRun, status: str, reason: str) -> None:
+        _event(
+            session,
+            MemoryEvent.Kind.COMPACTION_FAILED,
+            run,
+            status="failed",
+            reason=status,
             error=reason,
-            finished_at=timezone.now(),
-            duration_ms=int((time.monotonic() - started) * 1000),
+            duration=time.monotonic() - started,
         )
-        if updated:
-            _event(
-                session,
-                MemoryEvent.Kind.COMPACTION_FAILED,
-                run,
-                status="failed",
-                reason=status,
-                error=reason,
-                duration=time.monotonic() - started,
-            )
-    return str(status)
+
+    return record
 
 
 # --- revert and sweep -----------------------------------------------------------------
@@ -413,16 +414,9 @@ def compaction_revert(*, run: CompactionRun) -> CompactionRun:
     return run
 
 
-@transaction.atomic
-def _sweep_fail(run: CompactionRun, now: datetime) -> int:
-    """Fail a run whose worker died on its last attempt, visibly (ledger and event)."""
-    reason = "worker lost (no result before the deadline) on the last attempt"
-    if not CompactionRun.objects.filter(pk=run.pk, status=Status.RUNNING).update(
-        status=Status.FAILED, error=reason, finished_at=now
-    ):
-        return 0
+def _lost_event(run: CompactionRun, status: str, reason: str) -> None:
+    """A run whose worker died on its last attempt fails visibly: in the ledger and as an event."""
     _event(run.session, MemoryEvent.Kind.COMPACTION_FAILED, run, status="failed", error=reason)
-    return 1
 
 
 def compaction_sweep() -> dict[str, int]:
@@ -432,29 +426,11 @@ def compaction_sweep() -> dict[str, int]:
     copy is harmless: the claim lets only one through). A running run past
     COMPACTION_RUNNING_DEADLINE goes back to pending, or fails once out of attempts.
     """
-    now = timezone.now()
-    stale_pending = list(
-        CompactionRun.objects.filter(
-            status=Status.PENDING, queued_at__lt=now - timedelta(seconds=settings.COMPACTION_RESEND_AFTER)
-        ).values_list("pk", flat=True)
-    )
-    for run_id in stale_pending:
-        CompactionRun.objects.filter(pk=run_id, status=Status.PENDING).update(queued_at=now)
-        _send(run_id)
-    stuck = CompactionRun.objects.filter(
-        status=Status.RUNNING, started_at__lt=now - timedelta(seconds=settings.COMPACTION_RUNNING_DEADLINE)
-    )
-    failed = 0
-    for run in stuck.filter(attempts__gte=settings.COMPACTION_MAX_ATTEMPTS).select_related("session"):
-        failed += _sweep_fail(run, now)
-    requeued = list(stuck.filter(~Q(attempts__gte=settings.COMPACTION_MAX_ATTEMPTS)).values_list("pk", flat=True))
-    for run_id in requeued:
-        if CompactionRun.objects.filter(pk=run_id, status=Status.RUNNING).update(status=Status.PENDING, queued_at=now):
-            _send(run_id)
+    counts = jobs.sweep(JOB, on_failed=_lost_event)
     # An append on the one-statement path queues its run after committing; if the process
     # died in between, the session is still over its threshold and gets its run here.
     queued = sum(1 for session in sessions_over_threshold() if compaction_request_if_due(session=session))
-    return {"resent": len(stale_pending), "requeued": len(requeued), "failed": failed, "queued": queued}
+    return {**counts, "queued": queued}
 
 
 def compaction_retry(*, run: CompactionRun) -> tuple[CompactionRun, bool]:

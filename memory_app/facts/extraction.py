@@ -1,10 +1,10 @@
 """Fact extraction as a durable job: queue, run (on a worker), quarantine, curate, sweep.
 
-The same discipline as compaction: claim the FactExtractionRun with a conditional
-UPDATE, read the input, call the LLM outside any transaction, then write every triple
-in ONE short transaction that first checks the run is still ours (all or nothing). An
-answer that does not parse is quarantined with its raw text and input range, for staff
-to retry, correct and accept, or discard; it never writes a partial batch.
+The shared lifecycle (memory_app.jobs) claims, retries, fails and sweeps the
+FactExtractionRun. Here: read the input, call the LLM outside any transaction, then write
+every triple in ONE short transaction that first checks the run is still ours (all or
+nothing). An answer that does not parse is quarantined with its raw text and input range,
+for staff to retry, correct and accept, or discard; it never writes a partial batch.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -23,12 +23,12 @@ from django.db.models import Exists, F, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from memory_app import jobs
 from memory_app.compaction.processors import content_text
 from memory_app.events.services import event_record
 from memory_app.facts.output import FactOutputError, Triple, normalize_term, parse_fact_output
 from memory_app.facts.prompt import fact_request
 from memory_app.facts.services import MANUAL_EXTRACTOR, FactInput, WriteOutcome, write_facts
-from memory_app.jobs.dispatch import dispatch
 from memory_app.llm import LLMBudgetExceeded, LLMPermanentError, LLMResult, LLMTransientError, get_backend
 from memory_app.models import FactExtractionRun, MemoryEvent, MemoryType, Message, Session
 from memory_app.usage.llm_calls import llm_complete
@@ -45,13 +45,34 @@ CURABLE = (Status.QUARANTINED, Status.FAILED)  # what staff may retry, accept or
 
 
 def _send(run_id: Any, countdown: float = 0) -> None:
-    from memory_app.tasks import extract_facts  # tasks import services, not the reverse
+    """Where every extraction task leaves the process (tests replace it to record or run them)."""
+    jobs.dispatch(JOB, run_id, countdown=countdown)
 
-    dispatch(extract_facts, run_id=run_id, countdown=countdown, queue=settings.FACTS_QUEUE)
+
+# Quarantined and discarded are this kind's own ends: reached through jobs.fail(status=...)
+# and staff curation, never touched by the sweeper.
+JOB = jobs.JobKind(
+    model=FactExtractionRun,
+    task="memory_app.tasks.extract_facts",
+    queue_setting="FACTS_QUEUE",
+    pending=Status.PENDING,
+    active=Status.RUNNING,
+    done=Status.DONE,
+    failed=Status.FAILED,
+    max_attempts_setting="FACTS_MAX_ATTEMPTS",
+    backoff_setting="FACTS_RETRY_BACKOFF",
+    resend_after_setting="FACTS_RESEND_AFTER",
+    deadline_setting="FACTS_RUNNING_DEADLINE",
+    queued_field="queued_at",
+    claimed_field="started_at",
+    finished_field="finished_at",
+    duration_field="duration_ms",
+    sender=lambda run_id, countdown: _send(run_id, countdown),  # looked up per call: the seam tests replace
+)
 
 
 def _queue(run: FactExtractionRun, countdown: float = 0) -> FactExtractionRun:
-    transaction.on_commit(lambda: _send(run.pk, countdown=countdown))
+    jobs.send(JOB, run.pk, countdown=countdown, on_commit=True)
     return run
 
 
@@ -77,7 +98,7 @@ def fact_extraction_request(
 
 @transaction.atomic
 def fact_extraction_request_text(*, session: Session, text: str, role: str) -> FactExtractionRun:
-    """Queue a run over a text given with the request (seed 001's extract_and_update_from_text)."""
+    """Queue a run over a text given with the request (the client's extract_and_update_from_text)."""
     run = Run.objects.create(
         team_id=session.team_id, session=session, trigger=Trigger.TEXT, input_text=text, input_role=role
     )
@@ -252,13 +273,6 @@ def _fact_inputs(triples: list[Triple], plan: Plan) -> list[FactInput]:
 # --- the job ----------------------------------------------------------------------------
 
 
-def _claim(run_id: str) -> bool:
-    claimed = Run.objects.filter(pk=run_id, status=Status.PENDING).update(
-        status=Status.RUNNING, attempts=F("attempts") + 1, started_at=timezone.now()
-    )
-    return claimed == 1
-
-
 def _ms_since(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
@@ -279,8 +293,8 @@ def _event(run: FactExtractionRun, kind: str, **data: Any) -> None:
 
 def fact_extraction_execute(*, run_id: str) -> str:
     """The body of the extract_facts task. Returns a status string for the worker log."""
-    if not _claim(run_id):
-        return "already-claimed"
+    if not jobs.claim(JOB, run_id):
+        return jobs.ALREADY_CLAIMED
     run = Run.objects.select_related("team", "session").get(pk=run_id)
     started = time.monotonic()
     plan = _plan(run)
@@ -363,43 +377,32 @@ def _apply(
 
 
 def _retry_or_fail(run: FactExtractionRun, detail: str, retry_after: float | None, started: float) -> str:
-    if run.attempts >= settings.FACTS_MAX_ATTEMPTS:
-        return _finish_failed(run, f"gave up after {run.attempts} attempts: {detail}", started)
-    delay = retry_after if retry_after is not None else settings.FACTS_RETRY_BACKOFF * 2 ** (run.attempts - 1)
-    with transaction.atomic():
-        updated = Run.objects.filter(pk=run.pk, status=Status.RUNNING, attempts=run.attempts).update(
-            status=Status.PENDING, error=detail, queued_at=timezone.now() + timedelta(seconds=delay)
-        )
-        if updated:
-            _queue(run, countdown=delay)
-    return f"retry-in-{delay:g}s"
+    return jobs.retry_or_fail(JOB, run, error=detail, retry_after=retry_after, started=started, on_failed=_failed_event)
 
 
 def _finish_failed(run: FactExtractionRun, reason: str, started: float, *, status: str = Status.FAILED) -> str:
-    with transaction.atomic():
-        updated = Run.objects.filter(pk=run.pk, status=Status.RUNNING, attempts=run.attempts).update(
-            status=status, error=reason, finished_at=timezone.now(), duration_ms=_ms_since(started)
-        )
-        if updated:
-            _event(run, MemoryEvent.Kind.FACT_EXTRACTION_FAILED, reason=status, error=reason)
-    return str(status)
+    return jobs.fail(JOB, run, reason=reason, status=status, started=started, on_failed=_failed_event)
+
+
+def _failed_event(run: FactExtractionRun, status: str, reason: str) -> None:
+    _event(run, MemoryEvent.Kind.FACT_EXTRACTION_FAILED, reason=status, error=reason)
+
+
+def _quarantined_event(run: FactExtractionRun, status: str, reason: str) -> None:
+    _event(run, MemoryEvent.Kind.FACT_EXTRACTION_QUARANTINED, error=reason)
 
 
 def _quarantine(run: FactExtractionRun, result: LLMResult, reason: str, started: float) -> str:
     """Keep the unusable answer, the reason and the input range for staff; write no fact."""
-    with transaction.atomic():
-        updated = Run.objects.filter(pk=run.pk, status=Status.RUNNING, attempts=run.attempts).update(
-            status=Status.QUARANTINED,
-            raw_output=result.text,
-            error=reason,
-            backend=result.backend,
-            model=result.model,
-            finished_at=timezone.now(),
-            duration_ms=_ms_since(started),
-        )
-        if updated:
-            _event(run, MemoryEvent.Kind.FACT_EXTRACTION_QUARANTINED, error=reason)
-    return "quarantined"
+    return jobs.fail(
+        JOB,
+        run,
+        reason=reason,
+        status=Status.QUARANTINED,
+        started=started,
+        fields={"raw_output": result.text, "backend": result.backend, "model": result.model},
+        on_failed=_quarantined_event,
+    )
 
 
 # --- curation (staff) -------------------------------------------------------------------
@@ -456,15 +459,8 @@ def fact_extraction_discard(*, run: FactExtractionRun) -> FactExtractionRun:
 # --- sweep ------------------------------------------------------------------------------
 
 
-@transaction.atomic
-def _sweep_fail(run: FactExtractionRun, now: datetime) -> int:
-    reason = "worker lost (no result before the deadline) on the last attempt"
-    if not Run.objects.filter(pk=run.pk, status=Status.RUNNING).update(
-        status=Status.FAILED, error=reason, finished_at=now
-    ):
-        return 0
+def _lost_event(run: FactExtractionRun, status: str, reason: str) -> None:
     _event(run, MemoryEvent.Kind.FACT_EXTRACTION_FAILED, error=reason)
-    return 1
 
 
 def sessions_with_unextracted_messages(limit: int = 500) -> list[tuple[uuid.UUID, int]]:
@@ -491,26 +487,10 @@ def fact_extraction_sweep() -> dict[str, int]:
 
     A second copy of a task is harmless: the claim lets only one through.
     """
-    now = timezone.now()
-    stale = list(
-        Run.objects.filter(
-            status=Status.PENDING, queued_at__lt=now - timedelta(seconds=settings.FACTS_RESEND_AFTER)
-        ).values_list("pk", flat=True)
-    )
-    for run_id in stale:
-        Run.objects.filter(pk=run_id, status=Status.PENDING).update(queued_at=now)
-        _send(run_id)
-    stuck = Run.objects.filter(
-        status=Status.RUNNING, started_at__lt=now - timedelta(seconds=settings.FACTS_RUNNING_DEADLINE)
-    )
-    failed = sum(_sweep_fail(run, now) for run in stuck.filter(attempts__gte=settings.FACTS_MAX_ATTEMPTS))
-    requeued = list(stuck.filter(attempts__lt=settings.FACTS_MAX_ATTEMPTS).values_list("pk", flat=True))
-    for run_id in requeued:
-        if Run.objects.filter(pk=run_id, status=Status.RUNNING).update(status=Status.PENDING, queued_at=now):
-            _send(run_id)
+    counts = jobs.sweep(JOB, on_failed=_lost_event)
     queued = sum(
         1
         for session_id, team_id in sessions_with_unextracted_messages()
         if fact_extraction_request_if_due(session_id=session_id, team_id=team_id)
     )
-    return {"resent": len(stale), "requeued": len(requeued), "failed": failed, "queued": queued}
+    return {**counts, "queued": queued}

@@ -1,10 +1,11 @@
 """Webhooks: every write (create/edit/delete, deliveries, redelivery, the sweeper) and the signing.
 
-A delivery is a durable job like a compaction run: recorded in the transaction that writes the
-event, sent to the `deliver_webhook` task on commit, claimed by a conditional UPDATE, POSTed with
-no transaction open, and retried with exponential backoff on network errors, 5xx and 429 until
-WEBHOOK_MAX_ATTEMPTS; any other answer fails it at once with the reason kept. The sweeper re-sends
-deliveries whose broker message was lost and re-queues ones whose worker died mid-send.
+A delivery is a durable job on the shared lifecycle (memory_app.jobs), like a compaction run:
+recorded in the transaction that writes the event, sent to the `deliver_webhook` task on commit,
+claimed by a conditional UPDATE, POSTed with no transaction open, and retried with exponential
+backoff on network errors, 5xx and 429 until WEBHOOK_MAX_ATTEMPTS; any other answer fails it at
+once with the reason kept. The sweeper re-sends deliveries whose broker message was lost and
+re-queues ones whose worker died mid-send.
 
 Receivers verify `X-Memsite-Signature: sha256=<hex>`, the HMAC-SHA256 under the webhook's secret
 of `"<X-Memsite-Timestamp>.<raw body>"` (see `webhook_signature`).
@@ -18,18 +19,16 @@ import json
 import secrets
 import time
 from collections.abc import Iterable, Mapping
-from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
 from django.utils import timezone
 
+from memory_app import jobs
 from memory_app.events.services import event_payload
-from memory_app.jobs.dispatch import dispatch
 from memory_app.models import MemoryEvent, Team, Webhook, WebhookDelivery
 from memory_app.webhooks.models import WEBHOOK_EVENT_KINDS
 from memsite.errors import Conflict, InvalidInput
@@ -148,16 +147,40 @@ def webhook_delete(*, webhook: Webhook) -> None:
 
 
 def _send(delivery_id: Any, countdown: float = 0) -> None:
-    from memory_app.tasks import deliver_webhook  # tasks import services, not the reverse
+    """Where every delivery task leaves the process (tests replace it to record them)."""
+    jobs.dispatch(JOB, delivery_id, countdown=countdown)
 
-    # Bounded and never raising: an event's write must not fail because the broker is down
-    # (the delivery row stays pending and the sweeper re-sends it).
-    dispatch(deliver_webhook, run_id=delivery_id, countdown=countdown, queue=settings.CELERY_TASK_DEFAULT_QUEUE)
+
+JOB = jobs.JobKind(
+    model=WebhookDelivery,
+    task="memory_app.tasks.deliver_webhook",
+    queue_setting="CELERY_TASK_DEFAULT_QUEUE",
+    pending=Status.PENDING,
+    active=Status.SENDING,
+    done=Status.DELIVERED,
+    failed=Status.FAILED,
+    max_attempts_setting="WEBHOOK_MAX_ATTEMPTS",
+    backoff_setting="WEBHOOK_RETRY_BACKOFF",
+    resend_after_setting="WEBHOOK_RESEND_AFTER",
+    deadline_setting="WEBHOOK_SENDING_DEADLINE",
+    queued_field="next_retry_at",  # empty until the first retry: the sweeper falls back to created_at
+    claimed_field="claimed_at",
+    touched_field="updated_at",
+    # A duplicate task message must not jump the backoff the receiver asked for.
+    claim_when_due=True,
+    # A receiver's Retry-After only ever lengthens the wait: it cannot make us retry faster.
+    retry_after="at_least",
+    retry_label="retry in {delay:.1f}s",
+    error_limit=ERROR_LIMIT,
+    lost_reason="the worker sending it stopped; out of attempts",
+    requeue_reason="the worker sending it stopped",
+    sender=lambda delivery_id, countdown: _send(delivery_id, countdown),  # looked up per call: the seam tests replace
+)
 
 
 def _send_on_commit(delivery_ids: Iterable[Any]) -> None:
     for delivery_id in delivery_ids:
-        transaction.on_commit(lambda delivery_id=delivery_id: _send(delivery_id))
+        jobs.send(JOB, delivery_id, on_commit=True)
 
 
 def webhook_deliveries_enqueue(*, event: MemoryEvent) -> list[WebhookDelivery]:
@@ -183,17 +206,6 @@ def webhook_signature(*, secret: str, timestamp: str, body: bytes) -> str:
     """`sha256=<hex>` of HMAC-SHA256(secret, "<timestamp>.<body>")."""
     digest = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
     return f"sha256={digest}"
-
-
-def _claim(delivery_id: str) -> bool:
-    """Take a pending delivery whose time has come; only one execution gets it."""
-    now = timezone.now()
-    return (
-        WebhookDelivery.objects.filter(pk=delivery_id, status=Status.PENDING)
-        .filter(Q(next_retry_at__isnull=True) | Q(next_retry_at__lte=now))
-        .update(status=Status.SENDING, attempts=F("attempts") + 1, claimed_at=now, updated_at=now)
-        == 1
-    )
 
 
 class _Outcome:
@@ -237,40 +249,24 @@ def _post(webhook: Webhook, delivery: WebhookDelivery) -> _Outcome:
     return _Outcome(ok=False, transient=transient, code=code, error=detail, retry_after=_retry_after(response))
 
 
-def _backoff(attempts: int, retry_after: float | None) -> float:
-    delay = settings.WEBHOOK_RETRY_BACKOFF * (2 ** max(attempts - 1, 0))
-    return max(delay, retry_after or 0.0)
-
-
 def webhook_deliver(*, delivery_id: str) -> str:
     """The body of the deliver_webhook task: one attempt. Returns a status string for the log."""
-    if not _claim(delivery_id):
-        return "already-claimed"
+    if not jobs.claim(JOB, delivery_id):
+        return jobs.ALREADY_CLAIMED
     delivery = WebhookDelivery.objects.select_related("webhook").get(pk=delivery_id)
     webhook = delivery.webhook
     if not webhook.active:
         outcome = _Outcome(ok=False, transient=False, code=None, error="the webhook is inactive", retry_after=None)
     else:
         outcome = _post(webhook, delivery)
-    now = timezone.now()
-    changes: dict[str, Any] = {"response_code": outcome.code, "error": outcome.error[:ERROR_LIMIT], "updated_at": now}
+    # No retry is due once it ends; a scheduled retry sets next_retry_at over this.
+    answer = {"response_code": outcome.code, "next_retry_at": None}
     if outcome.ok:
-        changes.update(status=Status.DELIVERED, delivered_at=now, next_retry_at=None)
-        result = "delivered"
-    elif outcome.transient and delivery.attempts < settings.WEBHOOK_MAX_ATTEMPTS:
-        delay = _backoff(delivery.attempts, outcome.retry_after)
-        changes.update(status=Status.PENDING, next_retry_at=now + timedelta(seconds=delay))
-        result = f"retry in {delay:.1f}s"
-    else:
-        if outcome.transient:
-            changes["error"] = f"gave up after {delivery.attempts} attempts: {outcome.error}"[:ERROR_LIMIT]
-        changes.update(status=Status.FAILED, next_retry_at=None)
-        result = "failed"
-    # Only the claimer writes a SENDING row, so this cannot overwrite another execution.
-    WebhookDelivery.objects.filter(pk=delivery.pk, status=Status.SENDING).update(**changes)
-    if result.startswith("retry"):
-        _send(delivery.pk, countdown=(changes["next_retry_at"] - now).total_seconds())
-    return result
+        jobs.complete(JOB, delivery, fields={**answer, "error": "", "delivered_at": timezone.now()})
+        return "delivered"
+    if outcome.transient:
+        return jobs.retry_or_fail(JOB, delivery, error=outcome.error, retry_after=outcome.retry_after, fields=answer)
+    return jobs.fail(JOB, delivery, reason=outcome.error, fields=answer)
 
 
 @transaction.atomic
@@ -296,27 +292,4 @@ def webhook_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
 def webhook_delivery_sweep() -> dict[str, int]:
     """Re-send pending deliveries overdue by WEBHOOK_RESEND_AFTER (lost broker message; the claim
     makes a duplicate harmless) and re-queue or fail ones stuck sending past the deadline."""
-    now = timezone.now()
-    overdue = now - timedelta(seconds=settings.WEBHOOK_RESEND_AFTER)
-    lost = list(
-        WebhookDelivery.objects.filter(status=Status.PENDING)
-        .filter(Q(next_retry_at__lt=overdue) | Q(next_retry_at__isnull=True, created_at__lt=overdue))
-        .values_list("pk", flat=True)[:500]
-    )
-    for delivery_id in lost:
-        # Moving next_retry_at keeps the next sweep from sending it again straight away.
-        WebhookDelivery.objects.filter(pk=delivery_id, status=Status.PENDING).update(next_retry_at=now)
-        _send(delivery_id)
-    stuck = WebhookDelivery.objects.filter(
-        status=Status.SENDING, claimed_at__lt=now - timedelta(seconds=settings.WEBHOOK_SENDING_DEADLINE)
-    )
-    failed = stuck.filter(attempts__gte=settings.WEBHOOK_MAX_ATTEMPTS).update(
-        status=Status.FAILED, error="the worker sending it stopped; out of attempts", updated_at=now
-    )
-    requeued = list(stuck.values_list("pk", flat=True)[:500])
-    for delivery_id in requeued:
-        if WebhookDelivery.objects.filter(pk=delivery_id, status=Status.SENDING).update(
-            status=Status.PENDING, next_retry_at=now, error="the worker sending it stopped", updated_at=now
-        ):
-            _send(delivery_id)
-    return {"resent": len(lost), "requeued": len(requeued), "failed": failed}
+    return jobs.sweep(JOB)

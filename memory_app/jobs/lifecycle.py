@@ -1,0 +1,316 @@
+"""The lifecycle every durable job shares: send, claim, retry, fail, sweep.
+
+A job is a database row first and its Celery task only carries the row's id, so nothing is
+lost when a message is: the row stays pending and the sweeper sends it again. A worker takes
+the row with a conditional UPDATE (pending -> active, one more attempt), does the slow part
+(an LLM call, an HTTP POST) with no transaction open, then ends it. Every later write is
+conditional on the row still being active with the attempt count it claimed, so an execution
+the sweeper gave up on cannot overwrite the one that replaced it.
+
+What differs between kinds is data in their `JobKind`: statuses, settings, timestamp fields,
+how a Retry-After combines with the backoff. What a job does and the events it records stay
+in its own module, handed in here as callbacks where they must share a transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from django.conf import settings
+from django.db import models, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+log = logging.getLogger(__name__)
+
+ALREADY_CLAIMED = "already-claimed"
+SWEEP_BATCH = 500  # rows one sweep handles per step; the next sweep takes the rest
+
+Sender = Callable[[Any, float], None]  # (job id, countdown in seconds)
+OnFailed = Callable[[Any, str, str], None]  # (job, status, reason): its event, written with the failure
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """Everything the lifecycle needs to know about one kind of job."""
+
+    model: type[models.Model]
+    task: str  # the Celery task's dotted path, which is also its registered name
+    queue_setting: str  # the setting naming the queue the task is sent to
+    pending: str
+    active: str  # claimed by a worker ("running", "sending")
+    done: str
+    failed: str
+    max_attempts_setting: str
+    backoff_setting: str  # the first retry delay in seconds; it doubles with each attempt
+    resend_after_setting: str  # seconds a pending job may wait before its message is taken as lost
+    deadline_setting: str  # seconds an active job may run before its worker is taken as dead
+    queued_field: str  # when the job last became runnable: the sweeper's clock for pending jobs
+    claimed_field: str  # when it was last claimed: the deadline runs from here
+    finished_field: str | None = None  # stamped when it ends, if the model keeps that
+    duration_field: str | None = None  # milliseconds of the attempt that ended it, if kept
+    touched_field: str | None = None  # stamped on every write (an `auto_now` that .update() skips)
+    created_field: str = "created_at"  # the sweeper's clock while `queued_field` is still empty
+    # Claim only once `queued_field` has passed, so an early duplicate message cannot jump a backoff.
+    claim_when_due: bool = False
+    # "replaces": the server's Retry-After is the delay; "at_least": it is a floor under the backoff.
+    retry_after: Literal["replaces", "at_least"] = "replaces"
+    retry_label: str = "retry-in-{delay:g}s"  # the status string of a scheduled retry
+    error_limit: int | None = None  # characters of an error kept, if the kind bounds them
+    lost_reason: str = "worker lost (no result before the deadline) on the last attempt"
+    requeue_reason: str | None = None  # the error a re-queued job shows, or None to keep the last one
+    cooldown_setting: str | None = None  # seconds after a failure before another job may be queued
+    sender: Sender | None = None  # how a task leaves the process; `dispatch` unless the kind routes it
+
+    def setting(self, name: str) -> Any:
+        """Read at each use, so a changed setting (or a test's override) applies at once."""
+        return getattr(settings, name)
+
+    @property
+    def max_attempts(self) -> int:
+        return int(self.setting(self.max_attempts_setting))
+
+    @property
+    def unfinished(self) -> tuple[str, str]:
+        return (self.pending, self.active)
+
+
+# --- sending ------------------------------------------------------------------------------------
+
+
+def dispatch(kind: JobKind, job_id: Any, *, countdown: float = 0) -> bool:
+    """Send `kind.task(job_id)`; on any broker error log it and return False (the sweeper re-sends).
+
+    Bounded by the broker timeouts in settings (`MEMSITE_BROKER_SEND_TIMEOUT`, the publish retry
+    policy), so a broker that is down or hanging costs a request seconds, and never fails the
+    write that queued the job.
+    """
+    task = import_string(kind.task)  # imported here: tasks import the services that import this
+    try:
+        task.apply_async(args=(str(job_id),), countdown=countdown, queue=kind.setting(kind.queue_setting))
+    except Exception as exc:  # kombu OperationalError, redis-py and socket errors alike: the row is durable
+        log.warning("%s %s not sent (broker unavailable: %s); the sweeper will re-send it", kind.task, job_id, exc)
+        return False
+    return True
+
+
+def send(kind: JobKind, job_id: Any, *, countdown: float = 0, on_commit: bool = False) -> None:
+    """Send the job's task now, or when the current transaction commits (so a worker never looks
+    for a row that is not there yet, and a rolled-back write sends nothing)."""
+    sender = kind.sender or (lambda pk, delay: dispatch(kind, pk, countdown=delay))
+    if on_commit:
+        transaction.on_commit(lambda: sender(job_id, countdown))
+    else:
+        sender(job_id, countdown)
+
+
+# --- claiming and ending ------------------------------------------------------------------------
+
+
+def _stamped(kind: JobKind, changes: dict[str, Any], now: datetime) -> dict[str, Any]:
+    return {**changes, kind.touched_field: now} if kind.touched_field else changes
+
+
+def claim(kind: JobKind, job_id: Any) -> bool:
+    """Take a pending job for this execution: only one of any number of copies of its task gets it."""
+    now = timezone.now()
+    pending = kind.model._default_manager.filter(pk=job_id, status=kind.pending)
+    if kind.claim_when_due:
+        due = Q(**{f"{kind.queued_field}__isnull": True}) | Q(**{f"{kind.queued_field}__lte": now})
+        pending = pending.filter(due)
+    changes = {"status": kind.active, "attempts": F("attempts") + 1, kind.claimed_field: now}
+    return pending.update(**_stamped(kind, changes, now)) == 1
+
+
+def owned(kind: JobKind, job: Any) -> models.QuerySet:
+    """The job's row while the execution that claimed `job` still holds it."""
+    return kind.model._default_manager.filter(pk=job.pk, status=kind.active, attempts=job.attempts)
+
+
+def complete(kind: JobKind, job: Any, *, fields: dict[str, Any] | None = None) -> bool:
+    """Mark a claimed job done (with `fields`), unless it is no longer this execution's."""
+    now = timezone.now()
+    changes = {**(fields or {}), "status": kind.done}
+    if kind.finished_field:
+        changes[kind.finished_field] = now
+    return owned(kind, job).update(**_stamped(kind, changes, now)) == 1
+
+
+def _clipped(kind: JobKind, error: str) -> str:
+    return error[: kind.error_limit] if kind.error_limit is not None else error
+
+
+def fail(
+    kind: JobKind,
+    job: Any,
+    *,
+    reason: str,
+    status: str | None = None,
+    started: float | None = None,
+    fields: dict[str, Any] | None = None,
+    on_failed: OnFailed | None = None,
+) -> str:
+    """End a claimed job for good with its reason kept; returns the status it ended in.
+
+    `status` is the kind's failed status unless the job ends in another one of its own
+    (budget_exceeded, quarantined). `started` (time.monotonic()) gives the attempt's duration.
+    """
+    status = status or kind.failed
+    _end(kind, job, status=status, reason=reason, started=started, fields=fields, on_failed=on_failed)
+    return str(status)
+
+
+def _end(
+    kind: JobKind,
+    job: Any,
+    *,
+    status: str,
+    reason: str,
+    started: float | None,
+    fields: dict[str, Any] | None,
+    on_failed: OnFailed | None,
+) -> bool:
+    """Write the end of a job this execution still holds. `on_failed` records its event in the
+    same transaction, and only when this write won, so a job never has two failure events."""
+    now = timezone.now()
+    changes = {**(fields or {}), "status": status, "error": _clipped(kind, reason)}
+    if kind.finished_field:
+        changes[kind.finished_field] = now
+    if kind.duration_field and started is not None:
+        changes[kind.duration_field] = int((time.monotonic() - started) * 1000)
+    with transaction.atomic():
+        if not owned(kind, job).update(**_stamped(kind, changes, now)):
+            return False
+        if on_failed is not None:
+            on_failed(job, status, reason)
+    return True
+
+
+# --- retrying -----------------------------------------------------------------------------------
+
+
+def retry_delay(kind: JobKind, attempts: int, retry_after: float | None = None) -> float:
+    """Seconds before the next attempt: the backoff doubling from the first delay, combined
+    with a server's Retry-After as the kind says."""
+    delay = float(kind.setting(kind.backoff_setting)) * 2 ** max(attempts - 1, 0)
+    if retry_after is None:
+        return delay
+    return max(delay, retry_after) if kind.retry_after == "at_least" else retry_after
+
+
+def schedule_retry(
+    kind: JobKind, job: Any, *, error: str, retry_after: float | None = None, fields: dict[str, Any] | None = None
+) -> str:
+    """Put a claimed job back to pending, due after the backoff, and send its task with that countdown.
+
+    The caller holds no transaction (the attempt's slow call ran outside one), so the row is
+    committed before the task is sent.
+    """
+    delay = retry_delay(kind, job.attempts, retry_after)
+    now = timezone.now()
+    changes = {
+        **(fields or {}),
+        "status": kind.pending,
+        "error": _clipped(kind, error),
+        kind.queued_field: now + timedelta(seconds=delay),
+    }
+    if owned(kind, job).update(**_stamped(kind, changes, now)):
+        send(kind, job.pk, countdown=delay)
+    return kind.retry_label.format(delay=delay)
+
+
+def retry_or_fail(
+    kind: JobKind,
+    job: Any,
+    *,
+    error: str,
+    retry_after: float | None = None,
+    started: float | None = None,
+    fields: dict[str, Any] | None = None,
+    on_failed: OnFailed | None = None,
+) -> str:
+    """After a transient error: retry while attempts are left, else fail saying how many were made."""
+    if job.attempts >= kind.max_attempts:
+        reason = f"gave up after {job.attempts} attempts: {error}"
+        return fail(kind, job, reason=reason, started=started, fields=fields, on_failed=on_failed)
+    return schedule_retry(kind, job, error=error, retry_after=retry_after, fields=fields)
+
+
+# --- queueing again -----------------------------------------------------------------------------
+
+
+def may_queue_after(kind: JobKind, latest: Any | None) -> bool:
+    """Whether a new job may follow `latest`, the newest job of the same subject: not while that
+    one is unfinished, nor within the kind's cool-down after it failed (a subject that cannot be
+    processed would otherwise queue a doomed job on every write)."""
+    if latest is None:
+        return True
+    if latest.status in kind.unfinished:
+        return False
+    if kind.cooldown_setting is None or latest.status != kind.failed:
+        return True
+    cooldown = timedelta(seconds=kind.setting(kind.cooldown_setting))
+    return getattr(latest, kind.created_field) <= timezone.now() - cooldown
+
+
+# --- sweeping -----------------------------------------------------------------------------------
+
+
+def sweep(kind: JobKind, *, on_failed: OnFailed | None = None) -> dict[str, int]:
+    """Re-send pending jobs whose message was lost, re-queue active ones whose worker died, and
+    fail (with `on_failed`'s event) those that were on their last attempt. A second copy of a
+    task is harmless: the claim lets only one through. Returns the counts: resent, requeued, failed."""
+    now = timezone.now()
+    resent = _resend_lost(kind, now)
+    failed = _fail_stuck(kind, now, on_failed)
+    requeued = _requeue_stuck(kind, now)
+    return {"resent": resent, "requeued": requeued, "failed": failed}
+
+
+def _resend_lost(kind: JobKind, now: datetime) -> int:
+    overdue = now - timedelta(seconds=kind.setting(kind.resend_after_setting))
+    queued = kind.queued_field
+    never_due = Q(**{f"{queued}__isnull": True, f"{kind.created_field}__lt": overdue})
+    lost = list(
+        kind.model._default_manager.filter(status=kind.pending)
+        .filter(Q(**{f"{queued}__lt": overdue}) | never_due)
+        .values_list("pk", flat=True)[:SWEEP_BATCH]
+    )
+    for job_id in lost:
+        # Moving the clock keeps the next sweep from sending it again straight away.
+        kind.model._default_manager.filter(pk=job_id, status=kind.pending).update(**_stamped(kind, {queued: now}, now))
+        send(kind, job_id)
+    return len(lost)
+
+
+def _stuck(kind: JobKind, now: datetime) -> models.QuerySet:
+    deadline = now - timedelta(seconds=kind.setting(kind.deadline_setting))
+    return kind.model._default_manager.filter(status=kind.active, **{f"{kind.claimed_field}__lt": deadline})
+
+
+def _fail_stuck(kind: JobKind, now: datetime, on_failed: OnFailed | None) -> int:
+    out_of_attempts = _stuck(kind, now).filter(attempts__gte=kind.max_attempts)[:SWEEP_BATCH]
+    return sum(
+        _end(kind, job, status=kind.failed, reason=kind.lost_reason, started=None, fields=None, on_failed=on_failed)
+        for job in out_of_attempts
+    )
+
+
+def _requeue_stuck(kind: JobKind, now: datetime) -> int:
+    requeued = list(
+        _stuck(kind, now).filter(attempts__lt=kind.max_attempts).values_list("pk", "attempts")[:SWEEP_BATCH]
+    )
+    changes: dict[str, Any] = {"status": kind.pending, kind.queued_field: now}
+    if kind.requeue_reason is not None:
+        changes["error"] = kind.requeue_reason
+    for job_id, attempts in requeued:
+        still_stuck = kind.model._default_manager.filter(pk=job_id, status=kind.active, attempts=attempts)
+        if still_stuck.update(**_stamped(kind, changes, now)):
+            send(kind, job_id)
+    return len(requeued)
