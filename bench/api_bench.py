@@ -134,7 +134,7 @@ def seed_messages(session_id: str, count: int) -> None:
     from django.db.models import F
 
     from memory_app.conversations import counting
-    from memory_app.models import Message, Session
+    from memory_app.conversations.models import Message, Session
 
     token_counts = {role: counting.message_tokens({"role": role, "content": CONTENT}) for role in SEED_ROLES}
     batch_size = 5_000
@@ -169,7 +169,7 @@ def check_append_sessions(session_ids: list[str]) -> list[str]:
     """After the load: every append session's seqs are 1..last_seq with no gap."""
     from django.db.models import Count, Max
 
-    from memory_app.models import Session
+    from memory_app.conversations.models import Session
 
     problems = []
     for session in Session.objects.filter(pk__in=session_ids).annotate(n=Count("messages"), top=Max("messages__seq")):

@@ -24,9 +24,9 @@ django.setup()
 
 from django.db import connection  # noqa: E402
 
-from memory_app.models import ApiKey  # noqa: E402
 from memory_app.tenancy import services as tenancy  # noqa: E402
 from memory_app.tenancy.auth import find_active_key, key_digest  # noqa: E402
+from memory_app.tenancy.models import ApiKey  # noqa: E402
 
 RUNS = 5
 CALLS = 2000

@@ -264,7 +264,7 @@ def seed_session(team: Any, *, name: str, messages: int, threshold: int) -> Any:
     from django.db.models import F
 
     from memory_app.conversations import services
-    from memory_app.models import Message, Session
+    from memory_app.conversations.models import Message, Session
 
     session = services.session_create(
         team=team,
@@ -290,7 +290,7 @@ def seed_session(team: Any, *, name: str, messages: int, threshold: int) -> Any:
 
 def wait_runs(run_ids: list[Any], timeout: float) -> list[Any]:
     """Wait until every run is done; fail loudly on a failed one."""
-    from memory_app.models import CompactionRun
+    from memory_app.compaction.models import CompactionRun
 
     deadline = time.monotonic() + timeout
     while True:
@@ -319,7 +319,7 @@ class ContextFigures:
 
 def floor_read(session: Any) -> list[dict[str, Any]]:
     """The floor: a bare indexed read of the newest WINDOW rows of the session."""
-    from memory_app.models import Message
+    from memory_app.conversations.models import Message
 
     return list(
         Message.objects.filter(session=session)
@@ -330,9 +330,10 @@ def floor_read(session: Any) -> list[dict[str, Any]]:
 
 def bench_context(team: Any, sizes: list[int], calls: int) -> list[ContextFigures]:
     from memory_app.compaction import services as compaction
+    from memory_app.compaction.models import CompactionRun
     from memory_app.conversations import services
+    from memory_app.conversations.models import Session
     from memory_app.conversations.selectors import context_build
-    from memory_app.models import CompactionRun, Session
 
     sessions = [seed_session(team, name=f"context-{n}", messages=n, threshold=100_000) for n in sizes]
     settle_database()
@@ -416,8 +417,9 @@ def claim_nothing_round_trip(worker: Worker, done_run_id: str) -> float:
 
 def end_to_end_once(worker: Worker, session: Any, figures: EndToEnd) -> None:
     from memory_app.compaction import services as compaction
+    from memory_app.compaction.models import CompactionRun
+    from memory_app.conversations.models import Session
     from memory_app.conversations.selectors import context_build
-    from memory_app.models import CompactionRun, Session
 
     mark = worker.mark()
     started = time.perf_counter()
@@ -556,7 +558,7 @@ def busy_phase(
 ) -> tuple[list[AppendSample], list[Any], dict[str, float]]:
     """Queue a compaction of every session, append to them while the worker works through them."""
     from memory_app.compaction import services as compaction
-    from memory_app.models import CompactionRun
+    from memory_app.compaction.models import CompactionRun
 
     worker_ticks = process_ticks(meter.base["worker"])
     runs = [compaction.compaction_request(session=s, trigger=CompactionRun.Trigger.MANUAL)[0] for s in sessions]
@@ -670,7 +672,7 @@ def bench_appends(
 def profile_job(team: Any, messages: int) -> None:
     """cProfile one compaction job of a fresh ~100k-token session, run in this process."""
     from memory_app.compaction import services as compaction
-    from memory_app.models import CompactionRun
+    from memory_app.compaction.models import CompactionRun
 
     def pending_run(name: str, count: int) -> CompactionRun:
         # A row the worker never hears of: this process runs the job itself.
@@ -901,7 +903,7 @@ def main() -> int:
         from django.conf import settings
 
         from memory_app.compaction import services as compaction
-        from memory_app.models import CompactionRun
+        from memory_app.compaction.models import CompactionRun
 
         if settings.DEBUG or not settings.CELERY_BROKER_URL.startswith("redis://"):
             raise RuntimeError("expected DEBUG off and the Redis broker")

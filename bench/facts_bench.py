@@ -226,9 +226,9 @@ def seed_facts(team: Any, sessions: list[Any], total: int, rng: random.Random) -
     from django.db import connection, transaction
     from django.utils import timezone
 
+    from memory_app.facts.models import Fact
     from memory_app.facts.output import normalize_term
     from memory_app.facts.services import fact_key, is_single_valued, term_key
-    from memory_app.models import Fact
 
     started = time.perf_counter()
     pools = entity_pools(rng)
@@ -343,9 +343,9 @@ def read_figures(team: Any, raw_key: str, seeded: Seeded, rng: random.Random) ->
     from django.test import Client
 
     from memory_app.facts import selectors as fact_selectors
+    from memory_app.facts.models import Fact
     from memory_app.facts.output import normalize_term
     from memory_app.facts.services import term_key
-    from memory_app.models import Fact
 
     client = Client(HTTP_AUTHORIZATION=f"Bearer {raw_key}")
 
@@ -469,7 +469,7 @@ def extraction_session(team: Any, name: str, messages: int, rng: random.Random, 
     from django.db import transaction
 
     from memory_app.conversations import counting, services
-    from memory_app.models import Message, Session
+    from memory_app.conversations.models import Message, Session
 
     session = services.session_create(team=team, external_id=name)
     rows = []
@@ -558,7 +558,7 @@ def noop_round_trip(worker: Worker) -> float:
 
 def extraction_batch(worker: Worker, session: Any, runs: int, per_run: int, meter: CpuMeter) -> Batch:
     from memory_app.facts import extraction as fact_extraction
-    from memory_app.models import FactExtractionRun
+    from memory_app.facts.models import FactExtractionRun
 
     worker_pid = meter.base["worker"]
     meter.start()
@@ -603,7 +603,7 @@ class Latency:
 
 def single_run(session: Any, first: int, per_run: int) -> float:
     from memory_app.facts import extraction as fact_extraction
-    from memory_app.models import FactExtractionRun
+    from memory_app.facts.models import FactExtractionRun
 
     started = time.perf_counter()
     run = fact_extraction.fact_extraction_request(session=session, from_seq=first, to_seq=first + per_run - 1)
@@ -669,7 +669,7 @@ def profile(team: Any, raw_key: str, seeded: Seeded, worker_session: Any, per_ru
 
     from memory_app.facts import extraction as fact_extraction
     from memory_app.facts import selectors as fact_selectors
-    from memory_app.models import FactExtractionRun
+    from memory_app.facts.models import FactExtractionRun
 
     hub = seeded.labels[seeded.degrees.most_common(1)[0][0]]
     subject_hub = seeded.labels[seeded.subject_counts.most_common(1)[0][0]]

@@ -346,7 +346,8 @@ def job_counts(since: dt.datetime) -> dict[str, int]:
     """Compaction and extraction runs finished since `since`, by status, and the active ones."""
     from django.db.models import Q
 
-    from memory_app.models import CompactionRun, FactExtractionRun
+    from memory_app.compaction.models import CompactionRun
+    from memory_app.facts.models import FactExtractionRun
 
     counts: dict[str, int] = {}
     for label, model in (("compaction", CompactionRun), ("extraction", FactExtractionRun)):

@@ -294,7 +294,7 @@ def seed_session(team: Any, messages: int, rng: random.Random) -> Any:
     from django.db import transaction
 
     from memory_app.conversations import counting, services
-    from memory_app.models import Message, Session
+    from memory_app.conversations.models import Message, Session
 
     session = services.session_create(team=team, system_prompt="You are a team of agents.", external_id="sbench")
     agents = ROLES[1:8]
@@ -378,7 +378,7 @@ def candidate_floor(team: Any, role: str) -> Callable[[str], float]:
 
 def session_floor(session: Any) -> Callable[[str], float]:
     """The bare indexed read of the session's newest SESSION_WINDOW messages."""
-    from memory_app.models import Message
+    from memory_app.conversations.models import Message
 
     def call(query: str) -> float:
         rows = list(

@@ -7,7 +7,8 @@ import uuid
 from django.db import models
 
 from experiences_app.yaml_io import EXP_ID_MAX_LENGTH
-from memory_app.models import Session, Team
+from memory_app.conversations.models import Session
+from memory_app.tenancy.models import Team
 from memsite.fields import JSONField
 
 

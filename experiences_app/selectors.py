@@ -18,7 +18,8 @@ from django.utils import timezone
 from experiences_app.models import Experience, ExperienceRevision, SelectionLog, TeamExperienceConfig
 from experiences_app.selection import DEFAULT_SELECTION_TEMPLATE
 from memory_app.compaction.processors import content_text
-from memory_app.models import Message, Session, Team
+from memory_app.conversations.models import Message, Session
+from memory_app.tenancy.models import Team
 from memsite.errors import NotFound
 
 DIFF_FIELDS = ("exp_id", "who", "when", "what", "status")

@@ -32,6 +32,8 @@ from experiences_app.yaml_io import (
     parse_experience_files,
     validate_experience,
 )
+from memory_app.conversations.models import Session
+from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
 from memory_app.llm import (
     EXTRACTIVE_BACKEND,
@@ -41,7 +43,7 @@ from memory_app.llm import (
     LLMTransientError,
     get_backend,
 )
-from memory_app.models import ApiKey, MemoryEvent, Session, Team
+from memory_app.tenancy.models import ApiKey, Team
 from memory_app.usage.llm_calls import llm_complete
 from memsite.errors import BudgetExceeded, Conflict, InvalidInput, LLMFailed, LLMUnavailable
 

@@ -36,10 +36,11 @@ from experiences_app.yaml_io import (
     write_zip,
 )
 from memory_app.conversations import selectors as memory_selectors
+from memory_app.conversations.models import Session
 from memory_app.dashboard.decorators import team_admin_action, team_page
 from memory_app.facts.pages import _back
-from memory_app.models import Session, Team
 from memory_app.tenancy import selectors as tenancy_selectors
+from memory_app.tenancy.models import Team
 from memsite.errors import Conflict, InvalidInput, LLMFailed, LLMUnavailable, NotFound
 
 EXPERIENCES_PER_PAGE = 50

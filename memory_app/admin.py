@@ -15,24 +15,17 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from memory_app.compaction import services as compaction
+from memory_app.compaction.models import CompactionRun
+from memory_app.conversations.models import Message, Session
+from memory_app.events.models import MemoryEvent
 from memory_app.facts import extraction as fact_extraction
 from memory_app.facts import services as facts
-from memory_app.models import (
-    ApiKey,
-    CompactionRun,
-    Fact,
-    FactExtractionRun,
-    MemoryEvent,
-    Message,
-    Session,
-    Team,
-    TeamMembership,
-    Webhook,
-    WebhookDelivery,
-)
+from memory_app.facts.models import Fact, FactExtractionRun
 from memory_app.tenancy import selectors as tenancy_selectors
 from memory_app.tenancy import services as tenancy
+from memory_app.tenancy.models import ApiKey, Team, TeamMembership
 from memory_app.webhooks import services as webhooks
+from memory_app.webhooks.models import Webhook, WebhookDelivery
 from memsite.errors import Conflict
 
 

@@ -1,4 +1,4 @@
-"""Model fields shared by the apps: JSON that always reads back as valid Unicode.
+"""Model fields shared by the apps: JSON that always reads back as valid Unicode, and JSON kept as written.
 
 Bodies holding lone UTF-16 surrogates are refused at parse time (memsite/parsers.py), but rows
 written before that rule, or by other paths into the database, may still hold one as a JSON
@@ -72,3 +72,38 @@ class JSONField(ReadableJSONMixin, models.JSONField):
     def deconstruct(self) -> Any:
         name, _path, args, kwargs = super().deconstruct()
         return name, "django.db.models.JSONField", args, kwargs
+
+
+class VerbatimJSONField(ReadableJSONMixin, models.JSONField):
+    """JSON kept as written: PostgreSQL's `json`, not `jsonb`, which reorders object keys.
+
+    Message payloads are replayed to LLMs as text; `{"zeta": 1, "alpha": 2}` must come back
+    in that order, exactly as SQLite and the reference library return it.
+    """
+
+    def db_type(self, connection: Any) -> str:
+        if connection.vendor == "postgresql":
+            return "json"
+        return super().db_type(connection)
+
+    def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
+        if connection.vendor != "postgresql":
+            return super().get_db_prep_value(value, connection, prepared)
+        # Django adapts JSON as psycopg's Jsonb, and the jsonb cast reorders the keys.
+        from psycopg.types.json import Json
+
+        return Json(value if prepared else self.get_prep_value(value))
+
+    def deconstruct(self) -> Any:
+        # Migrations name the field by the path it was first defined at; memory_app.models
+        # re-exports it there, so moving its definition needs no migration.
+        name, _path, args, kwargs = super().deconstruct()
+        return name, "memory_app.models.VerbatimJSONField", args, kwargs
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        # psycopg decodes `json` columns itself (Django only registers a text loader for
+        # jsonb): the value is already parsed, in its original key order. Decoding it again
+        # would turn the string "42" into the number 42.
+        if connection.vendor == "postgresql":
+            return without_lone_surrogates(value)
+        return super().from_db_value(value, expression, connection)

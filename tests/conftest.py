@@ -10,8 +10,9 @@ import pytest
 from rest_framework.test import APIClient
 
 from memory_app.conversations import services
-from memory_app.models import ApiKey, Session, Team
+from memory_app.conversations.models import Session
 from memory_app.tenancy import services as tenancy
+from memory_app.tenancy.models import ApiKey, Team
 from tests.worker_process import Worker, llm_env, process_env
 
 

@@ -22,7 +22,7 @@ from memory_app.agent_records import services as agent_memory
 from memory_app.agent_records.models import AgentMemory
 from memory_app.api.base import TeamScopedView, _query
 from memory_app.conversations import selectors
-from memory_app.models import Session
+from memory_app.conversations.models import Session
 from memsite import safe_yaml
 from memsite.parsers import JSONParser, check_body
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from memory_app.models import Session, Team, VerbatimJSONField
-from memsite.fields import JSONField
+from memory_app.conversations.models import Session
+from memory_app.tenancy.models import Team
+from memsite.fields import JSONField, VerbatimJSONField
 
 
 class AgentMemory(models.Model):

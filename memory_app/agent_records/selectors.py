@@ -17,7 +17,8 @@ from memory_app.agent_records import prompts as agent_memory_prompts
 from memory_app.agent_records.models import AgentMemory, AgentMemoryEntry
 from memory_app.agent_records.services import ARCHIVE_SCHEMA, SCHEMA, SECTION_OF, SECTIONS, VERSION, format_timestamp
 from memory_app.conversations import selectors
-from memory_app.models import Message, Session, Team
+from memory_app.conversations.models import Message, Session
+from memory_app.tenancy.models import Team
 from memsite.errors import NotFound
 
 _CANONICAL_KEYS = ("version", "schema", "sessionId", "agent", "createdAt", *SECTIONS, "context", "history")

@@ -21,7 +21,7 @@ from django.db.models import Count, Max, Min, Sum
 from django.utils import timezone
 
 from memory_app.agent_records.models import AgentMemory, AgentMemoryEntry
-from memory_app.models import Session
+from memory_app.conversations.models import Session
 from memsite.errors import Conflict, InvalidInput, NotFound
 
 Kind = AgentMemoryEntry.Kind

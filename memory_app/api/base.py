@@ -9,7 +9,8 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from memory_app.conversations import selectors
-from memory_app.models import Session, Team
+from memory_app.conversations.models import Session
+from memory_app.tenancy.models import Team
 
 
 class TeamScopedView(APIView):

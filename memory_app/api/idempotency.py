@@ -26,7 +26,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.utils import timezone
 
-from memory_app.models import IdempotencyRecord, Team
+from memory_app.api.models import IdempotencyRecord
+from memory_app.tenancy.models import Team
 from memsite.errors import IdempotencyKeyReused, InvalidInput
 
 HEADER = "Idempotency-Key"

@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memory_app.api import idempotency
-from memory_app.models import Team
+from memory_app.tenancy.models import Team
 
 REPLAYED_HEADER = "Idempotent-Replayed"
 KEY_PARAMETER = OpenApiParameter(

@@ -11,7 +11,7 @@ from memory_app.api.base import TeamScopedView, _query
 from memory_app.compaction import selectors as compaction_selectors
 from memory_app.compaction import serializers as compaction_serializers
 from memory_app.compaction import services as compaction
-from memory_app.models import CompactionRun
+from memory_app.compaction.models import CompactionRun
 from memory_app.tenancy.throttles import LLMEndpointThrottle
 
 

@@ -8,11 +8,8 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from memory_app.models import (
-    CompactionRun,
-    Message,
-    Session,
-)
+from memory_app.compaction.models import CompactionRun
+from memory_app.conversations.models import Message, Session
 from memsite.errors import NotFound
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from memory_app.models import CompactionRun
+from memory_app.compaction.models import CompactionRun
 
 
 class CompactionRunSerializer(serializers.ModelSerializer):

@@ -24,11 +24,13 @@ from memory_app import jobs
 from memory_app.compaction import config as memory_config
 from memory_app.compaction import processors as ctx
 from memory_app.compaction import prompt as summary_prompt
+from memory_app.compaction.models import CompactionRun
 from memory_app.compaction.selectors import latest_done_run
 from memory_app.conversations import counting
+from memory_app.conversations.models import Message, Session
+from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
 from memory_app.llm import ChatRequest, LLMBudgetExceeded, LLMPermanentError, LLMTransientError, get_backend
-from memory_app.models import CompactionRun, MemoryEvent, Message, Session
 from memory_app.usage.llm_calls import llm_complete
 from memory_client.vocabulary.messages import to_openai_message
 from memsite.errors import Conflict, InvalidInput

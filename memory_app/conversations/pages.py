@@ -31,10 +31,12 @@ from django.views.decorators.http import require_POST
 
 from memory_app.compaction import selectors as compaction_selectors
 from memory_app.compaction import services as compaction
+from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import selectors
 from memory_app.conversations.images import MAX_URL_LENGTH
+from memory_app.conversations.models import MemoryType, Message, Session
 from memory_app.dashboard.decorators import _non_negative_int, team_page
-from memory_app.models import CompactionRun, MemoryType, Message, Session, Team
+from memory_app.tenancy.models import Team
 from memsite import csp
 from memsite.errors import Conflict, NotFound
 

@@ -18,15 +18,11 @@ from django.db.models.functions import Coalesce
 
 from memory_app.compaction import config as memory_config
 from memory_app.compaction import processors as ctx
+from memory_app.compaction.models import CompactionRun
 from memory_app.compaction.selectors import latest_done_run
 from memory_app.conversations import counting, tokens
-from memory_app.models import (
-    CompactionRun,
-    MemoryType,
-    Message,
-    Session,
-    Team,
-)
+from memory_app.conversations.models import MemoryType, Message, Session
+from memory_app.tenancy.models import Team
 from memory_client.vocabulary.messages import MESSAGE_FIELDS, to_openai_message
 from memsite.errors import InvalidInput, NotFound
 

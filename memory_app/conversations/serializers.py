@@ -14,8 +14,8 @@ from rest_framework.fields import empty
 
 from memory_app.compaction import config as memory_config
 from memory_app.conversations.images import ImageRejected, validate_image_ref
+from memory_app.conversations.models import MemoryType, Message, Session
 from memory_app.conversations.services import MESSAGE_FIELDS, split_system_prompt
-from memory_app.models import MemoryType, Message, Session
 from memsite.parsers import INT_MAX
 
 MAX_TEXT_CHARS = 2_000_000

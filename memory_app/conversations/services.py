@@ -16,12 +16,16 @@ from django.utils import timezone
 
 from memory_app.compaction import services as compaction
 from memory_app.compaction.config import parse_config
+from memory_app.compaction.models import CompactionRun
 from memory_app.compaction.selectors import latest_done_run
 from memory_app.conversations import counting
+from memory_app.conversations.models import MemoryType, Message, Session
+from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
 from memory_app.facts import extraction as fact_extraction
-from memory_app.models import CompactionRun, MemoryEvent, MemoryType, Message, Session, Team, WebhookDelivery
 from memory_app.rounds import scratch
+from memory_app.tenancy.models import Team
+from memory_app.webhooks.models import WebhookDelivery
 from memory_client.vocabulary.messages import MESSAGE_FIELDS
 from memsite.errors import Conflict, InvalidInput, MessageIdReused, NotFound
 

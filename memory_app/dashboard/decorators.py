@@ -13,8 +13,8 @@ from django.shortcuts import redirect, render
 from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_POST
 
-from memory_app.models import Team
 from memory_app.tenancy import selectors as tenancy_selectors
+from memory_app.tenancy.models import Team
 
 CURRENT_TEAM_KEY = "dashboard_team_id"
 

@@ -26,10 +26,10 @@ from memory_app.events import serializers as event_serializers
 from memory_app.events import serializers as ls
 from memory_app.events import services as events
 from memory_app.facts.api import _page_schema
-from memory_app.models import Webhook
 from memory_app.tenancy.permissions import require_admin
 from memory_app.webhooks import selectors as webhook_selectors
 from memory_app.webhooks import services as webhooks
+from memory_app.webhooks.models import Webhook
 from memsite.errors import InvalidInput
 
 

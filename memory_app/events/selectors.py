@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from memory_app.models import (
-    MemoryEvent,
-    Session,
-    Team,
-)
+from memory_app.conversations.models import Session
+from memory_app.events.models import MemoryEvent
+from memory_app.tenancy.models import Team
 
 
 def event_page(*, team: Team, session: Session | None, after: int | None, limit: int) -> list[MemoryEvent]:

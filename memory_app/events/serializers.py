@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from memory_app.models import MemoryEvent, Webhook, WebhookDelivery
-from memory_app.webhooks.models import WEBHOOK_EVENT_KINDS
+from memory_app.events.models import MemoryEvent
+from memory_app.webhooks.models import WEBHOOK_EVENT_KINDS, Webhook, WebhookDelivery
 from memsite.parsers import INT_MAX
 
 

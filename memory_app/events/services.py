@@ -17,7 +17,10 @@ from typing import Any
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 
-from memory_app.models import MemoryEvent, Session, Team
+from memory_app.conversations.models import Session
+from memory_app.events.models import MemoryEvent
+from memory_app.events.payload import event_payload
+from memory_app.tenancy.models import Team
 
 
 def event_record(
@@ -36,17 +39,6 @@ def event_record(
     )
     webhooks.webhook_deliveries_enqueue(event=event)
     return event
-
-
-def event_payload(event: MemoryEvent) -> dict[str, Any]:
-    """An event as the stream and webhooks send it (the shape of the events list API)."""
-    return {
-        "id": event.pk,
-        "session_id": str(event.session_id) if event.session_id else None,
-        "kind": event.kind,
-        "data": event.data,
-        "created_at": event.created_at.isoformat().replace("+00:00", "Z"),
-    }
 
 
 # --- the live stream -------------------------------------------------------------------------

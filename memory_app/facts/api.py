@@ -12,11 +12,13 @@ from rest_framework.response import Response
 
 from memory_app.api.base import TeamScopedView, _query
 from memory_app.conversations import selectors
+from memory_app.conversations.models import Session
 from memory_app.facts import extraction as fact_extraction
 from memory_app.facts import selectors as fact_selectors
 from memory_app.facts import serializers as fs
 from memory_app.facts import services as facts
-from memory_app.models import ApiKey, Fact, FactExtractionRun, Session
+from memory_app.facts.models import Fact, FactExtractionRun
+from memory_app.tenancy.models import ApiKey
 from memory_app.tenancy.permissions import require_admin
 from memory_app.tenancy.throttles import LLMEndpointThrottle
 

@@ -25,12 +25,14 @@ from django.utils import timezone
 
 from memory_app import jobs
 from memory_app.compaction.processors import content_text
+from memory_app.conversations.models import MemoryType, Message, Session
+from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
+from memory_app.facts.models import FactExtractionRun
 from memory_app.facts.output import FactOutputError, Triple, normalize_term, parse_fact_output
 from memory_app.facts.prompt import fact_request
 from memory_app.facts.services import MANUAL_EXTRACTOR, FactInput, WriteOutcome, write_facts
 from memory_app.llm import LLMBudgetExceeded, LLMPermanentError, LLMResult, LLMTransientError, get_backend
-from memory_app.models import FactExtractionRun, MemoryEvent, MemoryType, Message, Session
 from memory_app.usage.llm_calls import llm_complete
 from memsite.errors import Conflict, InvalidInput
 

@@ -22,13 +22,15 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from memory_app.conversations import selectors
+from memory_app.conversations.models import Session
 from memory_app.dashboard.decorators import team_admin_action, team_page
 from memory_app.facts import extraction as fact_extraction
 from memory_app.facts import selectors as fact_selectors
 from memory_app.facts import services as facts
+from memory_app.facts.models import Fact, FactExtractionRun
 from memory_app.facts.output import MAX_FIELD_CHARS, MAX_OUTPUT_CHARS
-from memory_app.models import Fact, FactExtractionRun, Session, Team
 from memory_app.tenancy import selectors as tenancy_selectors
+from memory_app.tenancy.models import Team
 from memsite.errors import Conflict, InvalidInput, NotFound
 
 FACTS_PER_PAGE = 50

@@ -9,9 +9,11 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
+from memory_app.conversations.models import Session
+from memory_app.facts.models import Fact, FactExtractionRun
 from memory_app.facts.output import normalize_term
 from memory_app.facts.services import term_key
-from memory_app.models import Fact, FactExtractionRun, Session, Team
+from memory_app.tenancy.models import Team
 from memsite.errors import NotFound
 
 MAX_GRAPH_EDGES = 2000  # a neighbourhood larger than this is cut (newest facts first)

@@ -7,8 +7,8 @@ from typing import Any
 from django.conf import settings
 from rest_framework import serializers
 
+from memory_app.facts.models import Fact, FactExtractionRun
 from memory_app.facts.output import MAX_FIELD_CHARS
-from memory_app.models import Fact, FactExtractionRun
 from memsite.parsers import INT_MAX
 
 MAX_ROLE_CHARS = 200

@@ -23,9 +23,12 @@ from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from memory_app.conversations.models import Session
+from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
+from memory_app.facts.models import Fact
 from memory_app.facts.output import normalize_term
-from memory_app.models import Fact, MemoryEvent, Session, Team
+from memory_app.tenancy.models import Team
 from memsite.errors import Conflict, InvalidInput
 
 MANUAL_EXTRACTOR = "manual"

@@ -180,7 +180,8 @@ class QueueCollector(Collector):
     and counts duplicates)."""
 
     def collect(self) -> Iterator[Metric]:
-        from memory_app.models import CompactionRun, FactExtractionRun
+        from memory_app.compaction.models import CompactionRun
+        from memory_app.facts.models import FactExtractionRun
 
         jobs = GaugeMetricFamily("memsite_queue_jobs", "Jobs waiting or running, per queue.", labels=["queue", "state"])
         oldest = GaugeMetricFamily(

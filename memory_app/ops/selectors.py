@@ -12,10 +12,8 @@ from typing import Any
 from django.conf import settings
 from django.db.models import BooleanField, Count, Exists, F, Min, OuterRef, Q, QuerySet, Value
 
-from memory_app.models import (
-    CompactionRun,
-    FactExtractionRun,
-)
+from memory_app.compaction.models import CompactionRun
+from memory_app.facts.models import FactExtractionRun
 from memsite.errors import NotFound
 
 

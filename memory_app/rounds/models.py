@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from django.db import models
 
-from memory_app.models import Message, Session, Team, VerbatimJSONField
+from memory_app.conversations.models import Message, Session
+from memory_app.tenancy.models import Team
 from memory_client.vocabulary.conversation import ATTACHMENT_TYPES, ROUND_STATES, SCOPES
+from memsite.fields import VerbatimJSONField
 
 
 class Round(models.Model):

@@ -20,11 +20,12 @@ from django.shortcuts import render
 
 from memory_app.agent_records import selectors as agent_memory_selectors
 from memory_app.agent_records.models import AgentMemory, AgentMemoryEntry
+from memory_app.conversations.models import Message, Session
 from memory_app.conversations.pages import _team_session, pretty_json
 from memory_app.dashboard.decorators import _non_negative_int, team_page
-from memory_app.models import Message, Session, Team
 from memory_app.rounds import selectors as round_selectors
 from memory_app.rounds.models import Attachment, Round, SharedMemoryEntry
+from memory_app.tenancy.models import Team
 from memsite.errors import NotFound
 
 ROUNDS_PER_PAGE = 20

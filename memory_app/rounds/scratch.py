@@ -23,7 +23,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from memory_app.models import Message, Session
+from memory_app.conversations.models import Message, Session
 from memory_app.rounds.models import ScratchEntry
 from memsite.errors import NotFound
 

@@ -13,7 +13,7 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Q
 
 from memory_app.compaction.processors import content_text
-from memory_app.models import Message, Session
+from memory_app.conversations.models import Message, Session
 from memory_app.rounds.models import Attachment, Round, SharedMemoryEntry
 from memory_app.rounds.services import SESSION_KEY, SHARED_MEMORY_KEY
 from memsite.errors import NotFound

@@ -10,9 +10,9 @@ from rest_framework import serializers
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer
 
+from memory_app.conversations.models import Message
 from memory_app.conversations.serializers import MAX_TEXT_CHARS
 from memory_app.facts.serializers import StrictCharField
-from memory_app.models import Message
 from memory_app.rounds import selectors as round_selectors
 from memory_app.rounds.models import Round, ScratchEntry, SharedMemoryEntry
 from memory_app.rounds.services import ROUND_ID, ROUND_ID_RULE, SHARED_MEMORY_TYPE, shared_entry_problem

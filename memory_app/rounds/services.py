@@ -17,9 +17,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 from memory_app.conversations import services
+from memory_app.conversations.models import Message, Session
+from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
-from memory_app.models import MemoryEvent, Message, Session, Team
 from memory_app.rounds.models import Attachment, Round, SharedMemoryEntry
+from memory_app.tenancy.models import Team
 from memory_client.vocabulary.conversation import ATTACHMENT_TYPES, ROUND_STATES, SCOPES, new_id
 from memsite.errors import Conflict, InvalidInput
 

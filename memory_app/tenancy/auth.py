@@ -14,7 +14,7 @@ from django.conf import settings
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
-from memory_app.models import ApiKey
+from memory_app.tenancy.models import ApiKey
 
 KEY_SCHEME = "msk"
 PREFIX_LENGTH = len(KEY_SCHEME) + 1 + 8  # "msk_" + 8 random characters

@@ -9,7 +9,7 @@ from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
-from memory_app.models import ApiKey
+from memory_app.tenancy.models import ApiKey
 
 if TYPE_CHECKING:  # importing views here would be circular: DRF loads this from settings
     from rest_framework.views import APIView

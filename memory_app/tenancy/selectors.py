@@ -7,11 +7,8 @@ from typing import Any
 
 from django.db.models import Exists, OuterRef, QuerySet
 
-from memory_app.models import (
-    Message,
-    Team,
-    TeamMembership,
-)
+from memory_app.conversations.models import Message
+from memory_app.tenancy.models import Team, TeamMembership
 
 
 def team_list_for_user(*, user: Any) -> QuerySet[Team]:

@@ -9,8 +9,8 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from memory_app.models import ApiKey, Team
 from memory_app.tenancy.auth import generate_key, key_digest, key_prefix
+from memory_app.tenancy.models import ApiKey, Team
 
 
 def team_get_or_create(*, name: str) -> Team:

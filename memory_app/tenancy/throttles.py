@@ -19,7 +19,7 @@ from redis.exceptions import RedisError
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
-from memory_app.models import ApiKey
+from memory_app.tenancy.models import ApiKey
 
 if TYPE_CHECKING:
     from rest_framework.views import APIView

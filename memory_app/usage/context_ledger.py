@@ -26,7 +26,8 @@ import time
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connections, transaction
 
-from memory_app.models import ContextServe, Session
+from memory_app.conversations.models import Session
+from memory_app.usage.models import ContextServe
 
 log = logging.getLogger(__name__)
 BATCH_ROWS = 200

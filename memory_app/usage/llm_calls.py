@@ -18,6 +18,7 @@ from django.db.models import F, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from memory_app.conversations.models import Session
 from memory_app.llm import complete
 from memory_app.llm.base import (
     ChatRequest,
@@ -28,8 +29,9 @@ from memory_app.llm.base import (
     LLMResult,
     LLMTransientError,
 )
-from memory_app.models import ContextServe, LLMCall, Session, Team
+from memory_app.tenancy.models import Team
 from memory_app.usage import context_ledger
+from memory_app.usage.models import ContextServe, LLMCall
 
 ERROR_MAX_CHARS = 500
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
-from memory_app.models import Session, Team
+from memory_app.conversations.models import Session
+from memory_app.tenancy.models import Team
 
 
 class LLMCall(models.Model):

@@ -16,8 +16,9 @@ from django.utils import timezone
 
 from experiences_app import selectors as experience_selectors
 from memory_app.conversations import selectors
+from memory_app.conversations.models import Session
 from memory_app.dashboard.decorators import team_page
-from memory_app.models import Session, Team
+from memory_app.tenancy.models import Team
 from memory_app.usage import selectors as usage_selectors
 from memory_app.usage.selectors import DailyUsage, UsageFilter
 from memsite.errors import NotFound

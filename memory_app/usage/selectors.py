@@ -16,8 +16,10 @@ from django.db.models import Count, F, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce, Greatest, TruncDate
 from django.utils import timezone
 
-from memory_app.models import ContextServe, LLMCall, Session, Team
+from memory_app.conversations.models import Session
+from memory_app.tenancy.models import Team
 from memory_app.usage import llm_calls as llm_usage
+from memory_app.usage.models import ContextServe, LLMCall
 
 GROUPS = ("session", "agent", "purpose")
 CONTEXT_PURPOSE = "context"  # the purpose row that holds served contexts when grouping by purpose

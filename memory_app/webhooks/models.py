@@ -10,7 +10,8 @@ import uuid
 
 from django.db import models
 
-from memory_app.models import MemoryEvent, Team
+from memory_app.events.models import MemoryEvent
+from memory_app.tenancy.models import Team
 from memsite.fields import JSONField
 
 # The event kinds a webhook may subscribe to.

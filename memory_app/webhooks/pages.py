@@ -11,10 +11,11 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 
 from memory_app.dashboard.decorators import team_admin_action, team_page
-from memory_app.models import Team, WebhookDelivery
 from memory_app.tenancy import selectors as tenancy_selectors
+from memory_app.tenancy.models import Team
 from memory_app.webhooks import selectors as webhook_selectors
 from memory_app.webhooks import services as webhooks
+from memory_app.webhooks.models import WebhookDelivery
 from memsite.errors import Conflict, NotFound
 
 DELIVERIES_PER_PAGE = 50

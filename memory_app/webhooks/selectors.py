@@ -7,7 +7,8 @@ import uuid
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
-from memory_app.models import Team, Webhook, WebhookDelivery
+from memory_app.tenancy.models import Team
+from memory_app.webhooks.models import Webhook, WebhookDelivery
 from memsite.errors import NotFound
 
 

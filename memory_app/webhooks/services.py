@@ -28,9 +28,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory_app import jobs
-from memory_app.events.services import event_payload
-from memory_app.models import MemoryEvent, Team, Webhook, WebhookDelivery
-from memory_app.webhooks.models import WEBHOOK_EVENT_KINDS
+from memory_app.events.models import MemoryEvent
+from memory_app.events.payload import event_payload
+from memory_app.tenancy.models import Team
+from memory_app.webhooks.models import WEBHOOK_EVENT_KINDS, Webhook, WebhookDelivery
 from memsite.errors import Conflict, InvalidInput
 from memsite.url_policy import REASON_UNRESOLVABLE, UnsafeURL, check_outbound_url
 

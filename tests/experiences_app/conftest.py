@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from experiences_app import services
 from experiences_app.models import Experience
-from memory_app.models import Team
+from memory_app.tenancy.models import Team
 
 
 def add_experience(

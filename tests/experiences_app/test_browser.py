@@ -17,8 +17,8 @@ from playwright.sync_api import expect, sync_playwright
 
 from experiences_app.models import Experience, SelectionLog
 from memory_app.conversations import services as memory_services
-from memory_app.models import TeamMembership
 from memory_app.tenancy import services as tenancy
+from memory_app.tenancy.models import TeamMembership
 from tests.experiences_app.conftest import add_experience
 from tests.memory_app.test_browser import CHROMIUM, LAUNCH_ARGS, PASSWORD
 

@@ -20,7 +20,7 @@ from experiences_app import selectors, services
 from experiences_app.models import Experience, SelectionLog, TeamExperienceConfig
 from experiences_app.yaml_io import ExperienceData, dump_experience_file, read_zip, write_zip
 from memory_app.conversations import services as memory_services
-from memory_app.models import TeamMembership
+from memory_app.tenancy.models import TeamMembership
 from tests.conftest import Tenant
 from tests.experiences_app.conftest import add_experience
 

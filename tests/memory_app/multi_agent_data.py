@@ -9,8 +9,9 @@ from datetime import timedelta
 from memory_app.agent_records import documents as agent_memory_yaml
 from memory_app.agent_records import services as agent_memory
 from memory_app.conversations import services
-from memory_app.models import Session, Team
+from memory_app.conversations.models import Session
 from memory_app.rounds import services as rounds
+from memory_app.tenancy.models import Team
 from tests.memory_app.seed_002_documents import examples_document, main_document
 
 CODE = "import pandas as pd\ndf = pd.read_csv('sales.csv')\nprint(len(df))"

@@ -10,9 +10,11 @@ from django.test import Client
 from django.urls import reverse
 
 from memory_app.conversations import services
-from memory_app.models import ApiKey, MemoryEvent, Message, Session, Team, TeamMembership
+from memory_app.conversations.models import Message, Session
+from memory_app.events.models import MemoryEvent
 from memory_app.tenancy import auth
 from memory_app.tenancy import services as tenancy
+from memory_app.tenancy.models import ApiKey, Team, TeamMembership
 from tests.conftest import Tenant
 
 RAW_KEY = re.compile(rf"{auth.KEY_SCHEME}_[A-Za-z0-9_-]{{20,}}")

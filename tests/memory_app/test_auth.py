@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from memory_app.models import ApiKey
 from memory_app.tenancy import services as tenancy
 from memory_app.tenancy.auth import find_active_key, key_digest
+from memory_app.tenancy.models import ApiKey
 from tests.conftest import make_tenant
 
 pytestmark = pytest.mark.django_db

@@ -24,10 +24,12 @@ from playwright.sync_api import expect, sync_playwright
 
 from bench.harness import celery_worker_argv
 from memory_app.compaction import services as compaction
+from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import services
-from memory_app.models import CompactionRun, MemoryType, Session, TeamMembership
+from memory_app.conversations.models import MemoryType, Session
 from memory_app.ops import pages as ops_pages
 from memory_app.tenancy import services as tenancy
+from memory_app.tenancy.models import TeamMembership
 
 pytestmark = pytest.mark.browser
 

@@ -17,8 +17,9 @@ from playwright.sync_api import expect, sync_playwright
 from memory_app.conversations import services
 from memory_app.facts import extraction as fact_extraction
 from memory_app.facts import services as facts
-from memory_app.models import Fact, FactExtractionRun, TeamMembership
+from memory_app.facts.models import Fact, FactExtractionRun
 from memory_app.tenancy import services as tenancy
+from memory_app.tenancy.models import TeamMembership
 from tests.memory_app.test_browser import CHROMIUM, LAUNCH_ARGS, PASSWORD
 
 pytestmark = pytest.mark.browser

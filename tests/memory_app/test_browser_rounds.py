@@ -18,8 +18,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from playwright.sync_api import Page, expect, sync_playwright
 
-from memory_app.models import TeamMembership
 from memory_app.tenancy import services as tenancy
+from memory_app.tenancy.models import TeamMembership
 from tests.memory_app.multi_agent_data import BLOCKER, FAILED_ATTEMPT, OLD_DISCOVERY, build_multi_agent_session
 from tests.memory_app.test_browser import CHROMIUM, LAUNCH_ARGS, PASSWORD, log_in
 

@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from playwright.sync_api import expect, sync_playwright
 
 from memory_app.conversations import services
-from memory_app.models import TeamMembership
+from memory_app.tenancy.models import TeamMembership
 from tests.conftest import make_tenant
 from tests.memory_app.test_browser import CHROMIUM, LAUNCH_ARGS, PASSWORD, log_in
 

@@ -11,7 +11,9 @@ import pytest
 from django.db import connection
 
 from memory_app.compaction import services as compaction
-from memory_app.models import CompactionRun, MemoryEvent, Message, Session
+from memory_app.compaction.models import CompactionRun
+from memory_app.conversations.models import Message, Session
+from memory_app.events.models import MemoryEvent
 from tests.llm_server import Fail, Garbage, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)

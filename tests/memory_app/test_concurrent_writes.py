@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from memory_app.models import Message
+from memory_app.conversations.models import Message
 from tests.conftest import make_tenant
 
 WRITERS = 50

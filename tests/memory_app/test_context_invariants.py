@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 from memory_app.compaction import processors as ctx
 from memory_app.compaction import services as compaction
+from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import services
+from memory_app.conversations.models import Session
 from memory_app.conversations.selectors import context_build
-from memory_app.models import CompactionRun, Session
 from memsite.errors import InvalidInput
 from tests.conftest import make_tenant
 

@@ -17,7 +17,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from memory_app.conversations import services
-from memory_app.models import ContextServe, Session
+from memory_app.conversations.models import Session
+from memory_app.models import ContextServe
 from memory_app.usage import context_ledger
 from tests.conftest import make_tenant
 from tests.worker_process import process_env, start_gunicorn, stop, wait_for

@@ -7,7 +7,8 @@ import copy
 import pytest
 import yaml
 
-from memory_app.models import MemoryEvent, Message, Session
+from memory_app.conversations.models import Message, Session
+from memory_app.events.models import MemoryEvent
 from memory_app.rounds.models import Attachment, Round, SharedMemoryEntry
 from memory_client.conversation import ATTACHMENT_TYPES, Conversation
 from tests.memory_app.conversation_docs import (

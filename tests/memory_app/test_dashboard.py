@@ -14,7 +14,8 @@ from django.utils import timezone
 
 from memory_app.conversations import pages as views
 from memory_app.conversations import services
-from memory_app.models import MemoryType, Message, Session, TeamMembership
+from memory_app.conversations.models import MemoryType, Message, Session
+from memory_app.tenancy.models import TeamMembership
 from tests.conftest import Tenant, make_tenant
 
 # A real 1x1 PNG, so the data URL passes the API's magic-byte check.

@@ -11,9 +11,11 @@ from django.test import Client
 from django.urls import reverse
 
 from memory_app.compaction import services as compaction
+from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import pages as views
 from memory_app.conversations import selectors, services
-from memory_app.models import CompactionRun, MemoryType, Message, Session, TeamMembership
+from memory_app.conversations.models import MemoryType, Message, Session
+from memory_app.tenancy.models import TeamMembership
 from tests.conftest import Tenant
 
 MANAGED_CONFIG = {"threshold_tokens": 100_000, "active_context": {"summarization": {"grace_recent_messages": 1}}}

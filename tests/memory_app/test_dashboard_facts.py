@@ -16,10 +16,12 @@ from django.utils import timezone
 
 from memory_app.compaction import services as compaction
 from memory_app.conversations import services
+from memory_app.conversations.models import Session
 from memory_app.facts import extraction as fact_extraction
 from memory_app.facts import services as facts
-from memory_app.models import Fact, FactExtractionRun, Session, TeamMembership
+from memory_app.facts.models import Fact, FactExtractionRun
 from memory_app.ops import selectors as ops_selectors
+from memory_app.tenancy.models import TeamMembership
 from memsite.celery import app as celery_app
 from tests.conftest import Tenant
 

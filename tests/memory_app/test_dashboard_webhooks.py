@@ -8,8 +8,10 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from memory_app.conversations import services
+from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
-from memory_app.models import MemoryEvent, TeamMembership, WebhookDelivery
+from memory_app.models import WebhookDelivery
+from memory_app.tenancy.models import TeamMembership
 from memory_app.webhooks import services as webhooks
 from tests.conftest import Tenant, make_tenant
 

@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from memory_app.conversations import services
+from memory_app.events.models import MemoryEvent
 from memory_app.events.services import EventCursor, event_record
-from memory_app.models import MemoryEvent
 from tests.conftest import Tenant, make_tenant
 
 pytestmark = pytest.mark.django_db(transaction=True)

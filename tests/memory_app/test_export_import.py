@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from memory_app.models import Message, Session
+from memory_app.conversations.models import Message, Session
 
 pytestmark = pytest.mark.django_db
 

@@ -10,8 +10,11 @@ import time
 import pytest
 from django.db import connection
 
+from memory_app.conversations.models import Message, Session
+from memory_app.events.models import MemoryEvent
 from memory_app.facts import extraction as fact_extraction
-from memory_app.models import ApiKey, Fact, FactExtractionRun, MemoryEvent, Message, Session
+from memory_app.facts.models import Fact, FactExtractionRun
+from memory_app.tenancy.models import ApiKey
 from tests.conftest import make_tenant
 from tests.llm_server import Fail, Garbage, Reply
 

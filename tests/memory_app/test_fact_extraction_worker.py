@@ -14,8 +14,9 @@ import pytest
 from django.conf import settings
 
 from memory_app.conversations import services
+from memory_app.conversations.models import Session
 from memory_app.facts import extraction as fact_extraction
-from memory_app.models import Fact, FactExtractionRun, Session
+from memory_app.facts.models import Fact, FactExtractionRun
 from memory_app.tasks import extract_facts
 from tests.conftest import make_tenant
 from tests.llm_server import Reply

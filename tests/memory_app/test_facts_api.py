@@ -8,7 +8,9 @@ import time
 import pytest
 from django.utils import timezone
 
-from memory_app.models import ApiKey, Fact, FactExtractionRun, MemoryEvent
+from memory_app.events.models import MemoryEvent
+from memory_app.facts.models import Fact, FactExtractionRun
+from memory_app.tenancy.models import ApiKey
 from tests.conftest import make_tenant
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,9 @@ from django.db import OperationalError
 from django.utils import timezone
 
 from memory_app.api import idempotency
-from memory_app.models import CompactionRun, IdempotencyRecord, Message, Session
+from memory_app.api.models import IdempotencyRecord
+from memory_app.compaction.models import CompactionRun
+from memory_app.conversations.models import Message, Session
 
 pytestmark = pytest.mark.django_db
 

@@ -14,16 +14,10 @@ from rest_framework.test import APIClient
 from experiences_app import services as experience_services
 from experiences_app.models import Experience, SelectionLog, TeamExperienceConfig
 from experiences_app.yaml_io import read_zip
-from memory_app.models import (
-    AgentMemoryEntry,
-    CompactionRun,
-    Fact,
-    FactExtractionRun,
-    Message,
-    Session,
-    Webhook,
-    WebhookDelivery,
-)
+from memory_app.compaction.models import CompactionRun
+from memory_app.conversations.models import Message, Session
+from memory_app.facts.models import Fact, FactExtractionRun
+from memory_app.models import AgentMemoryEntry, Webhook, WebhookDelivery
 from memory_app.rounds.models import Round, ScratchEntry, SharedMemoryEntry
 from memory_app.webhooks import services as webhooks
 from tests.url_routes import api_routes

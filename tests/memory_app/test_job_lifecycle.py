@@ -17,9 +17,12 @@ from django.utils.module_loading import import_string
 
 from memory_app import jobs
 from memory_app.compaction import services as compaction
+from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import services
 from memory_app.facts import extraction as fact_extraction
-from memory_app.models import CompactionRun, FactExtractionRun, Team, Webhook, WebhookDelivery
+from memory_app.facts.models import FactExtractionRun
+from memory_app.models import Webhook, WebhookDelivery
+from memory_app.tenancy.models import Team
 from memory_app.webhooks import services as webhooks
 from memsite.celery import app as celery_app
 from tests.conftest import make_tenant

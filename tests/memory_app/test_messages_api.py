@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from memory_app.models import Message
+from memory_app.conversations.models import Message
 
 pytestmark = pytest.mark.django_db
 
@@ -269,7 +269,7 @@ def test_reset_clears_messages_keeps_the_system_prompt_and_records_an_event(api,
     assert Message.objects.count() == 0
     context = api.get(f"/api/v1/sessions/{session_id}/context/").json()
     assert context["messages"] == [{"role": "system", "content": "You are helpful"}]
-    from memory_app.models import MemoryEvent
+    from memory_app.events.models import MemoryEvent
 
     assert MemoryEvent.objects.filter(session_id=session_id, kind="reset").count() == 1
     # seqs keep increasing after a reset: old ids are never reused

@@ -14,10 +14,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from memory_app.compaction import services as compaction
+from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import services
-from memory_app.models import CompactionRun, MemoryType, Session, TeamMembership
+from memory_app.conversations.models import MemoryType, Session
 from memory_app.ops import pages as ops_pages
 from memory_app.ops import selectors as ops_selectors
+from memory_app.tenancy.models import TeamMembership
 from memsite.celery import app as celery_app
 from tests.conftest import Tenant
 

@@ -9,9 +9,10 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from memory_app.models import Session, TeamMembership
+from memory_app.conversations.models import Session
 from memory_app.rounds import pages as round_pages
 from memory_app.rounds import services as rounds
+from memory_app.tenancy.models import TeamMembership
 from tests.conftest import Tenant, make_tenant
 from tests.memory_app.multi_agent_data import BLOCKER, CODE, FAILED_ATTEMPT, build_multi_agent_session
 

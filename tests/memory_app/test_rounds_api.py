@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from memory_app.models import Message, Session
+from memory_app.conversations.models import Message, Session
 from memory_app.rounds import selectors as round_selectors
 from memory_app.rounds.models import Attachment, Round, SharedMemoryEntry
 from memory_client.conversation import ATTACHMENT_TYPES

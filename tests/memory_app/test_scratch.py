@@ -7,7 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memory_app.conversations import services
-from memory_app.models import Message, Session
+from memory_app.conversations.models import Message, Session
 from memory_app.rounds.models import ScratchEntry
 
 pytestmark = pytest.mark.django_db

@@ -13,9 +13,12 @@ import pytest
 from django.utils import timezone
 
 from memory_app.compaction import services as compaction
+from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import services
+from memory_app.conversations.models import MemoryType
 from memory_app.facts import extraction as fact_extraction
-from memory_app.models import CompactionRun, FactExtractionRun, LLMCall, MemoryType
+from memory_app.facts.models import FactExtractionRun
+from memory_app.models import LLMCall
 from tests.conftest import make_tenant
 from tests.experiences_app.conftest import add_experience
 from tests.llm_server import Fail, Reply

@@ -14,8 +14,11 @@ from django.urls import reverse
 from playwright.sync_api import expect, sync_playwright
 
 from memory_app.compaction import services as compaction
+from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import services
-from memory_app.models import CompactionRun, LLMCall, MemoryType, TeamMembership
+from memory_app.conversations.models import MemoryType
+from memory_app.models import LLMCall
+from memory_app.tenancy.models import TeamMembership
 from memory_app.usage.pages import usage_chart
 from memory_app.usage.selectors import DailyUsage
 from tests.conftest import make_tenant

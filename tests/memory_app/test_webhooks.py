@@ -16,9 +16,11 @@ from django.utils import timezone
 
 from experiences_app import services as experience_services
 from memory_app.conversations import services
+from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
-from memory_app.models import ApiKey, MemoryEvent, Webhook, WebhookDelivery
+from memory_app.models import Webhook, WebhookDelivery
 from memory_app.tenancy import services as tenancy
+from memory_app.tenancy.models import ApiKey
 from memory_app.webhooks import services as webhooks
 from tests.conftest import Tenant, make_tenant
 from tests.webhook_receiver import WebhookReceiver

@@ -7,9 +7,9 @@ import uuid
 import pytest
 from rest_framework.test import APIClient
 
-from memory_app.models import ApiKey
-from memory_app.models import Message as MessageRow
+from memory_app.conversations.models import Message as MessageRow
 from memory_app.tenancy import services as tenancy
+from memory_app.tenancy.models import ApiKey
 from memory_client import (
     ApiError,
     AuthenticationError,

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from memory_app.models import Message as MessageRow
-from memory_app.models import Session
+from memory_app.conversations.models import Message as MessageRow
+from memory_app.conversations.models import Session
 from memory_client import MemoryClientError, MessageError
 from tests.memory_client.conftest import PNG_DATA_URL
 

@@ -16,10 +16,12 @@ from typing import Any
 import pytest
 from django.db import connections
 
+from memory_app.conversations.models import Session
 from memory_app.facts import services as facts
 from memory_app.facts.extraction import fact_extraction_execute
-from memory_app.models import ApiKey, Fact, FactExtractionRun, Session
+from memory_app.facts.models import Fact, FactExtractionRun
 from memory_app.tenancy import services as tenancy
+from memory_app.tenancy.models import ApiKey
 from memory_client import (
     AuthenticationError,
     FactExtractionError,

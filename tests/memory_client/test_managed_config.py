@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from memory_app.models import Session
+from memory_app.conversations.models import Session
 from memory_client import (
     ActiveContextPolicyConfig,
     ManagedConversationMemory,

@@ -11,7 +11,8 @@ import asyncio
 
 import pytest
 
-from memory_app.models import CompactionRun, Session
+from memory_app.compaction.models import CompactionRun
+from memory_app.conversations.models import Session
 from memory_client import ManagedMemoryConfig, Message
 from memory_client.config import ActiveContextPolicyConfig, SummarizationConfig
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from memory_app.models import CompactionRun
+from memory_app.compaction.models import CompactionRun
 from memory_client import CompactionEvent, ManagedMemoryConfig, MemoryResetEvent
 from tests.memory_client.test_managed_memory import SYSTEM, add_turns
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from memory_app.models import Message as MessageRow
-from memory_app.models import Session
+from memory_app.conversations.models import Message as MessageRow
+from memory_app.conversations.models import Session
 from memory_client import ApiError
 
 

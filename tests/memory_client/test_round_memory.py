@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from memory_app.models import Message
+from memory_app.conversations.models import Message
 from memory_client import Attachment, AttachmentType, Conversation, Memory, Post, Round, SharedMemoryEntry
 from tests.conftest import Tenant
 from tests.memory_app.conversation_docs import attachment, data_analysis_conversation

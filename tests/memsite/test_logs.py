@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from memory_app.compaction import services as compaction
-from memory_app.models import CompactionRun
+from memory_app.compaction.models import CompactionRun
 from memsite import logs
 from tests.memory_app.test_compaction import MANAGED, queued_run, summary_reply, turns
 from tests.worker_process import wait_for

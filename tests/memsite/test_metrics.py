@@ -15,8 +15,9 @@ from django.test import Client
 from django.utils import timezone
 
 from memory_app.compaction import services as compaction
+from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import services
-from memory_app.models import CompactionRun, FactExtractionRun
+from memory_app.facts.models import FactExtractionRun
 from tests.conftest import make_tenant
 from tests.llm_server import Fail
 from tests.memory_app.test_compaction import append, new_session, queued_run, summary_reply, turns

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memory_app.models import CompactionRun
+from memory_app.compaction.models import CompactionRun
 from tests.conftest import fill, make_tenant, managed_session
 from tests.memsite.metrics_scrape import METRICS_TOKEN, Samples, parse, total
 from tests.worker_process import process_env, start_gunicorn, stop, wait_for

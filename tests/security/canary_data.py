@@ -22,9 +22,12 @@ from experiences_app import services as experience_services
 from memory_app.agent_records import services as agent_memory
 from memory_app.agent_records.services import ArchivePolicy
 from memory_app.compaction import services as compaction
+from memory_app.compaction.models import CompactionRun
 from memory_app.facts import extraction as fact_extraction
-from memory_app.models import AgentMemory, ApiKey, CompactionRun, FactExtractionRun, Team
+from memory_app.facts.models import FactExtractionRun
+from memory_app.models import AgentMemory
 from memory_app.tenancy import services as tenancy
+from memory_app.tenancy.models import ApiKey, Team
 from tests.conftest import make_tenant
 from tests.llm_server import Reply, ScriptedLLMServer
 

@@ -9,8 +9,11 @@ from rest_framework.test import APIClient
 
 from experiences_app import services as experience_services
 from experiences_app.models import SelectionLog
-from memory_app.models import ApiKey, CompactionRun, FactExtractionRun, WebhookDelivery
+from memory_app.compaction.models import CompactionRun
+from memory_app.facts.models import FactExtractionRun
+from memory_app.models import WebhookDelivery
 from memory_app.tenancy import services as tenancy
+from memory_app.tenancy.models import ApiKey
 from tests.conftest import Tenant
 
 

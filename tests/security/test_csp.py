@@ -17,7 +17,8 @@ from django.test import Client
 from django.urls import reverse
 
 from memory_app.conversations import services
-from memory_app.models import MemoryType, Session, TeamMembership
+from memory_app.conversations.models import MemoryType, Session
+from memory_app.tenancy.models import TeamMembership
 from tests.conftest import Tenant
 from tests.memory_app.test_dashboard import PNG_DATA_URL
 from tests.security.conftest import World

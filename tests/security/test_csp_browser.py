@@ -22,8 +22,9 @@ from django.contrib.auth import get_user_model
 from playwright.sync_api import ConsoleMessage, Page, expect, sync_playwright
 
 from memory_app.conversations import services
-from memory_app.models import MemoryType, TeamMembership
+from memory_app.conversations.models import MemoryType
 from memory_app.tenancy import services as tenancy
+from memory_app.tenancy.models import TeamMembership
 from tests.memory_app.test_browser import CHROMIUM, LAUNCH_ARGS, PASSWORD, gradient_png
 
 pytestmark = pytest.mark.browser

@@ -13,7 +13,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from memory_app.models import CompactionRun, TeamMembership
+from memory_app.compaction.models import CompactionRun
+from memory_app.tenancy.models import TeamMembership
 from tests.security.conftest import World
 from tests.url_routes import Route, all_routes
 

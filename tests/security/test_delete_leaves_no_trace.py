@@ -13,8 +13,8 @@ from rest_framework.test import APIClient
 
 from experiences_app.models import Experience, SelectionLog
 from memory_app.conversations import services
-from memory_app.models import Team
 from memory_app.tenancy import services as tenancy
+from memory_app.tenancy.models import Team
 from tests.conftest import make_tenant
 from tests.security.canary_data import admin_client_of, fill_session, fill_team
 

@@ -14,7 +14,8 @@ import pytest
 from django.db import connection
 
 from memory_app.conversations import services
-from memory_app.models import Message, Session, TeamMembership
+from memory_app.conversations.models import Message, Session
+from memory_app.tenancy.models import TeamMembership
 from tests.conftest import make_tenant
 
 pytestmark = pytest.mark.django_db

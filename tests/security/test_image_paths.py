@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_app.models import Message, Session
+from memory_app.conversations.models import Message, Session
 from tests.security.open_spy import files_opened
 
 pytestmark = pytest.mark.django_db

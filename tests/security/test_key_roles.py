@@ -17,7 +17,7 @@ import pytest
 from django.apps import apps
 from rest_framework.response import Response
 
-from memory_app.models import ApiKey
+from memory_app.tenancy.models import ApiKey
 from tests.security.conftest import World
 from tests.url_routes import all_routes
 

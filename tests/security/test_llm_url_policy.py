@@ -12,7 +12,8 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from drf_spectacular.generators import SchemaGenerator
 
-from memory_app.models import ApiKey, Webhook
+from memory_app.models import Webhook
+from memory_app.tenancy.models import ApiKey
 from memory_app.webhooks.services import webhook_target_problem
 from memsite.checks import check_llm_base_url
 from memsite.url_policy import (

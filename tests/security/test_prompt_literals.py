@@ -13,7 +13,7 @@ import pytest
 
 from experiences_app.selection import INJECTED_DELIMITER
 from memory_app.compaction import services as compaction
-from memory_app.models import CompactionRun
+from memory_app.compaction.models import CompactionRun
 from tests.experiences_app.conftest import add_experience
 from tests.llm_server import Reply
 

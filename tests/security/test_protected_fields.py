@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from django.apps import apps
 
-from memory_app.models import CompactionRun
+from memory_app.compaction.models import CompactionRun
 from tests.security.conftest import World
 from tests.security.test_key_roles import ADMIN, BODIES, LEAST_ROLE, send
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_app.models import Session
+from memory_app.conversations.models import Session
 from memory_app.rounds.models import Round
 
 pytestmark = pytest.mark.django_db

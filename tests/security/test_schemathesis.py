@@ -51,7 +51,7 @@ from schemathesis.specs.openapi.checks import (
 
 from memory_app.compaction import services as compaction
 from memory_app.facts import extraction as fact_extraction
-from memory_app.models import ApiKey, Team
+from memory_app.tenancy.models import ApiKey, Team
 from memsite.wsgi import application
 from tests.conftest import Tenant, make_tenant
 

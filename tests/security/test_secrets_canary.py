@@ -26,16 +26,12 @@ from rest_framework.test import APIClient
 
 from experiences_app.models import SelectionLog
 from memory_app.compaction import services as compaction
-from memory_app.models import (
-    ApiKey,
-    CompactionRun,
-    Fact,
-    FactExtractionRun,
-    Message,
-    Webhook,
-    WebhookDelivery,
-)
+from memory_app.compaction.models import CompactionRun
+from memory_app.conversations.models import Message
+from memory_app.facts.models import Fact, FactExtractionRun
+from memory_app.models import Webhook, WebhookDelivery
 from memory_app.rounds.models import Round
+from memory_app.tenancy.models import ApiKey
 from tests.conftest import Tenant, make_tenant
 from tests.llm_server import Fail, Reply
 from tests.security.canary_data import fill_session

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from experiences_app import services
 from experiences_app.yaml_io import MAX_FILE_BYTES
-from memory_app.models import Team
+from memory_app.tenancy.models import Team
 
 
 def team_named(name: str) -> Team:

@@ -11,8 +11,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 
-from memory_app.models import ApiKey, TeamMembership
 from memory_app.tenancy import services as tenancy
+from memory_app.tenancy.models import ApiKey, TeamMembership
 
 
 class Command(BaseCommand):

@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from memory_app.models import ApiKey
 from memory_app.tenancy import services as tenancy
+from memory_app.tenancy.models import ApiKey
 
 
 class Command(BaseCommand):
