@@ -228,7 +228,8 @@ def seed_facts(team: Any, sessions: list[Any], total: int, rng: random.Random) -
 
     from memory_app.facts.models import Fact
     from memory_app.facts.output import normalize_term
-    from memory_app.facts.services import fact_key, is_single_valued, term_key
+    from memory_app.facts.selectors import term_key
+    from memory_app.facts.services import fact_key, is_single_valued
 
     started = time.perf_counter()
     pools = entity_pools(rng)
@@ -345,7 +346,7 @@ def read_figures(team: Any, raw_key: str, seeded: Seeded, rng: random.Random) ->
     from memory_app.facts import selectors as fact_selectors
     from memory_app.facts.models import Fact
     from memory_app.facts.output import normalize_term
-    from memory_app.facts.services import term_key
+    from memory_app.facts.selectors import term_key
 
     client = Client(HTTP_AUTHORIZATION=f"Bearer {raw_key}")
 

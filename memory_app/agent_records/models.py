@@ -7,8 +7,11 @@ out as it came in. The few columns beside it are what queries and ordering need.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from memory_app.conversations.models import Session
 from memory_app.tenancy.models import Team
@@ -72,3 +75,22 @@ class AgentMemoryEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.entry_id} ({self.kind})"
+
+
+# The agent-memory document format: its version and schema names, its sections by entry kind,
+# and its timestamp form.
+VERSION = "1"
+SCHEMA = "agent-memory"
+ARCHIVE_SCHEMA = "agent-memory-archive"
+SECTIONS: dict[str, str] = {
+    "discoveries": AgentMemoryEntry.Kind.DISCOVERY,
+    "attempts": AgentMemoryEntry.Kind.ATTEMPT,
+    "decisions": AgentMemoryEntry.Kind.DECISION,
+}
+SECTION_OF: dict[str, str] = {kind: section for section, kind in SECTIONS.items()}
+
+
+def format_timestamp(moment: datetime) -> str:
+    """The agent-memory timestamp form: 2026-01-23T10:31:10.000Z."""
+    utc = moment.astimezone(timezone.get_fixed_timezone(0))
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"

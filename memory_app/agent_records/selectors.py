@@ -14,8 +14,16 @@ from django.utils import timezone
 
 from memory_app.agent_records import documents as agent_memory_yaml
 from memory_app.agent_records import prompts as agent_memory_prompts
-from memory_app.agent_records.models import AgentMemory, AgentMemoryEntry
-from memory_app.agent_records.services import ARCHIVE_SCHEMA, SCHEMA, SECTION_OF, SECTIONS, VERSION, format_timestamp
+from memory_app.agent_records.models import (
+    ARCHIVE_SCHEMA,
+    SCHEMA,
+    SECTION_OF,
+    SECTIONS,
+    VERSION,
+    AgentMemory,
+    AgentMemoryEntry,
+    format_timestamp,
+)
 from memory_app.conversations import selectors
 from memory_app.conversations.models import Message, Session
 from memory_app.tenancy.models import Team

@@ -20,15 +20,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Min, Sum
 from django.utils import timezone
 
-from memory_app.agent_records.models import AgentMemory, AgentMemoryEntry
+from memory_app.agent_records.models import SCHEMA, SECTIONS, VERSION, AgentMemory, AgentMemoryEntry, format_timestamp
 from memory_app.conversations.models import Session
 from memsite.errors import Conflict, InvalidInput, NotFound
 
 Kind = AgentMemoryEntry.Kind
 
-VERSION = "1"
-SCHEMA = "agent-memory"
-ARCHIVE_SCHEMA = "agent-memory-archive"
 DISCOVERY_TYPES = (
     "codebase_structure",
     "dependency_check",
@@ -43,8 +40,6 @@ IMPORTANCE = ("low", "medium", "high", "critical")
 RESULTS = ("success", "failure", "partial", "in_progress")
 FINAL_RESULTS = ("success", "failure", "partial")
 DECISION_TYPES = ("architectural", "implementation", "skip", "workaround", "compromise")
-SECTIONS: dict[str, str] = {"discoveries": Kind.DISCOVERY, "attempts": Kind.ATTEMPT, "decisions": Kind.DECISION}
-SECTION_OF: dict[str, str] = {kind: section for section, kind in SECTIONS.items()}
 ID_PREFIX: dict[str, str] = {Kind.DISCOVERY: "discovery", Kind.ATTEMPT: "attempt", Kind.DECISION: "decision"}
 AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}")
 # an entry id is a URL segment (PATCH .../attempts/{id}/), so not "." or ".." either
@@ -321,12 +316,6 @@ def validate_entry(entry: Any, *, kind: str) -> None:
 
 
 # --- writes -------------------------------------------------------------------------------
-
-
-def format_timestamp(moment: datetime) -> str:
-    """The agent-memory timestamp form: 2026-01-23T10:31:10.000Z."""
-    utc = moment.astimezone(timezone.get_fixed_timezone(0))
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 
 def _json_size(value: Any) -> int:

@@ -386,7 +386,6 @@ def tool_calls_before(*, session: Session, before_seq: int, call_ids: Collection
 
     Reads at most the same lookback the write path checks results against (partial index).
     """
-    from memory_app.conversations.services import TOOL_CALL_LOOKBACK  # lazy: services may one day import selectors
 
     wanted = set(call_ids)
     if not wanted:
@@ -523,3 +522,9 @@ def active_context_view(*, session: Session, show_last: int) -> ActiveContext:
 
 
 # --- ops: background job queues, across every team (staff only) -------------------------------
+
+
+# Fields a message row takes from validated input (everything but the server's own).
+# A tool result must answer a call made by one of this many most recent tool-calling
+# assistant messages; older calls are long closed in any real agent loop.
+TOOL_CALL_LOOKBACK = 50

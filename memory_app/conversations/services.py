@@ -20,6 +20,7 @@ from memory_app.compaction.models import CompactionRun
 from memory_app.compaction.selectors import latest_done_run
 from memory_app.conversations import counting
 from memory_app.conversations.models import MemoryType, Message, Session
+from memory_app.conversations.selectors import TOOL_CALL_LOOKBACK
 from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
 from memory_app.facts import extraction as fact_extraction
@@ -28,12 +29,6 @@ from memory_app.tenancy.models import Team
 from memory_app.webhooks.models import WebhookDelivery
 from memory_client.vocabulary.messages import MESSAGE_FIELDS
 from memsite.errors import Conflict, InvalidInput, MessageIdReused, NotFound
-
-# Fields a message row takes from validated input (everything but the server's own).
-# A tool result must answer a call made by one of this many most recent tool-calling
-# assistant messages; older calls are long closed in any real agent loop.
-TOOL_CALL_LOOKBACK = 50
-
 
 # --- teams and keys ---------------------------------------------------------------------
 

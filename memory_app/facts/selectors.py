@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -12,7 +13,6 @@ from django.db.models import Q, QuerySet
 from memory_app.conversations.models import Session
 from memory_app.facts.models import Fact, FactExtractionRun
 from memory_app.facts.output import normalize_term
-from memory_app.facts.services import term_key
 from memory_app.tenancy.models import Team
 from memsite.errors import NotFound
 
@@ -146,3 +146,8 @@ def fact_extraction_get(*, team: Team, run_id: uuid.UUID | str) -> FactExtractio
         return FactExtractionRun.objects.get(team=team, pk=run_id)
     except FactExtractionRun.DoesNotExist as exc:
         raise NotFound("Fact extraction not found.") from exc
+
+
+def term_key(term_norm: str) -> str:
+    """The indexed stand-in of a normalised subject or object (exact-match lookups)."""
+    return hashlib.sha256(term_norm.encode()).hexdigest()[:32]

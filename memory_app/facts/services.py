@@ -28,6 +28,7 @@ from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
 from memory_app.facts.models import Fact
 from memory_app.facts.output import normalize_term
+from memory_app.facts.selectors import term_key
 from memory_app.tenancy.models import Team
 from memsite.errors import Conflict, InvalidInput
 
@@ -50,11 +51,6 @@ def scope_key(session_id: uuid.UUID | str | None) -> str:
 
 def fact_key(subject_norm: str, predicate_norm: str, object_norm: str) -> str:
     return hashlib.sha256("\x1f".join((subject_norm, predicate_norm, object_norm)).encode()).hexdigest()
-
-
-def term_key(term_norm: str) -> str:
-    """The indexed stand-in of a normalised subject or object (exact-match lookups)."""
-    return hashlib.sha256(term_norm.encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)

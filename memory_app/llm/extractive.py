@@ -15,11 +15,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from experiences_app.selection import DEFAULT_RELEVANCE_THRESHOLD, rank_by_relevance
 from memory_app.compaction.processors import content_text
 from memory_app.conversations import tokens
 from memory_app.facts.output import MAX_TRIPLES, normalize_term
 from memory_app.llm.base import ChatRequest, LLMPermanentError, LLMResult
+from memory_app.llm.relevance import DEFAULT_RELEVANCE_THRESHOLD, rank_by_relevance
 
 _IDENTIFIER = re.compile(
     r"(?:https?://\S+)"  # URLs

@@ -15,7 +15,6 @@ from django.db.models import Exists, OuterRef, Q
 from memory_app.compaction.processors import content_text
 from memory_app.conversations.models import Message, Session
 from memory_app.rounds.models import Attachment, Round, SharedMemoryEntry
-from memory_app.rounds.services import SESSION_KEY, SHARED_MEMORY_KEY
 from memsite.errors import NotFound
 
 EXPORT_BATCH = 200  # rounds read per query by the export
@@ -198,3 +197,10 @@ def conversation_export(*, session: Session) -> dict[str, Any]:
 def shared_memory_list(*, session: Session) -> list[SharedMemoryEntry]:
     """Every shared-memory entry of the session, in the order written, with its round."""
     return list(SharedMemoryEntry.objects.filter(session=session).select_related("round").order_by("id"))
+
+
+# Top-level keys of an exported conversation that are memsite's, not the conversation file format's.
+SESSION_KEY = "session"
+
+
+SHARED_MEMORY_KEY = "shared_memory"

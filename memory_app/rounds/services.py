@@ -21,6 +21,7 @@ from memory_app.conversations.models import Message, Session
 from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
 from memory_app.rounds.models import Attachment, Round, SharedMemoryEntry
+from memory_app.rounds.selectors import SESSION_KEY, SHARED_MEMORY_KEY
 from memory_app.tenancy.models import Team
 from memory_client.vocabulary.conversation import ATTACHMENT_TYPES, ROUND_STATES, SCOPES, new_id
 from memsite.errors import Conflict, InvalidInput
@@ -33,8 +34,6 @@ ROUND_ID = re.compile(r"(?!\.\.?\Z)[^\s/]{1,64}")
 ROUND_ID_RULE = "must be 1-64 characters without spaces or slashes, and not . or .."
 USER_ROLE_NAME = "User"  # the name of the human in send_from/send_to
 SHARED_MEMORY_TYPE = "shared_memory_entry"
-# Top-level keys of an exported conversation that are memsite's, not the conversation file format's.
-SESSION_KEY, SHARED_MEMORY_KEY = "session", "shared_memory"
 
 
 def post_role(send_from: str) -> str:

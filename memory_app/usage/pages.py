@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django import forms
+from django.apps import apps
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from experiences_app import selectors as experience_selectors
 from memory_app.conversations import selectors
 from memory_app.conversations.models import Session
 from memory_app.dashboard.decorators import team_page
@@ -102,7 +102,10 @@ class HitRate:
 
 
 def _hit_rates(team: Team) -> list[HitRate]:
-    usage = experience_selectors.experience_usage(team=team)
+    # Experiences are an app built on memory_app: asked through its app config, never imported.
+    if not apps.is_installed("experiences_app"):
+        return []
+    usage = apps.get_app_config("experiences_app").experience_usage(team=team)
     rates = [HitRate(exp_id, u.candidate_30d, u.selected_30d) for exp_id, u in usage.items() if u.candidate_30d]
     return sorted(rates, key=lambda r: (-r.selected, -r.candidate, r.exp_id))
 

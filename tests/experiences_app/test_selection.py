@@ -10,20 +10,17 @@ import json
 import pytest
 
 from experiences_app.selection import (
-    DEFAULT_RELEVANCE_THRESHOLD,
     DEFAULT_SELECTION_TEMPLATE,
     INJECTED_DELIMITER,
     candidate_block,
     format_experience_in_prompt,
     parse_selection,
-    rank_by_relevance,
-    relevance_scores,
     render_template,
-    tokenize,
     validate_template,
 )
 from memory_app.llm.base import ChatRequest
 from memory_app.llm.extractive import ExtractiveBackend
+from memory_app.llm.relevance import DEFAULT_RELEVANCE_THRESHOLD, rank_by_relevance, relevance_scores, tokenize
 
 CANDIDATES = [
     ("file-validation", "Use when user requests file operations or FileNotFoundError occurred."),
