@@ -23,7 +23,6 @@ from django.views.decorators.http import require_POST
 
 from experiences_app import selectors, services
 from experiences_app.api.serializers import MAX_CONTEXT_CHARS, MAX_QUERY_CHARS
-from experiences_app.api.views import _uploaded
 from experiences_app.models import Experience, TeamExperienceConfig
 from experiences_app.selection import DEFAULT_SELECTION_TEMPLATE
 from experiences_app.yaml_io import (
@@ -32,13 +31,13 @@ from experiences_app.yaml_io import (
     ExperienceData,
     ExperienceValidationError,
     dump_experience_file,
+    uploaded_experience_files,
     validate_experience,
     write_zip,
 )
 from memory_app.conversations import selectors as memory_selectors
 from memory_app.conversations.models import Session
-from memory_app.dashboard.decorators import team_admin_action, team_page
-from memory_app.facts.pages import _back
+from memory_app.dashboard.decorators import get_or_404, redirect_back, team_admin_action, team_page
 from memory_app.tenancy import selectors as tenancy_selectors
 from memory_app.tenancy.models import Team
 from memsite.errors import Conflict, InvalidInput, LLMFailed, LLMUnavailable, NotFound
@@ -69,10 +68,7 @@ curation_action = team_admin_action("experiences:list")
 
 
 def _team_experience(team: Team, exp_id: str) -> Experience:
-    try:
-        return selectors.experience_get(team=team, exp_id=exp_id)
-    except NotFound as exc:
-        raise Http404(str(exc)) from exc
+    return get_or_404(selectors.experience_get, team=team, exp_id=exp_id)
 
 
 def _experience_url(exp_id: str) -> str:
@@ -339,7 +335,7 @@ def experience_approve(request: HttpRequest, exp_id: str, *, team: Team, teams: 
         actor = services.actor_label(user=request.user)
         services.experience_approve(experience=experience, actor=actor, note=request.POST.get("note", "")[:500])
         flash.success(request, f"Approved {experience.exp_id}: it is now a candidate for its roles.")
-    return _back(request, _experience_url(experience.exp_id))
+    return redirect_back(request, _experience_url(experience.exp_id))
 
 
 @curation_action
@@ -351,7 +347,7 @@ def experience_disable(request: HttpRequest, exp_id: str, *, team: Team, teams: 
         actor = services.actor_label(user=request.user)
         services.experience_disable(experience=experience, actor=actor, note=request.POST.get("note", "")[:500])
         flash.success(request, f"Disabled {experience.exp_id}: it is no longer a candidate. Approve it to restore it.")
-    return _back(request, _experience_url(experience.exp_id))
+    return redirect_back(request, _experience_url(experience.exp_id))
 
 
 # --- review queue ------------------------------------------------------------------------------
@@ -427,10 +423,7 @@ def experience_try(request: HttpRequest, *, team: Team, teams: list[Team]) -> Ht
 @team_page
 def selection_log_download(request: HttpRequest, log_id: str, *, team: Team, teams: list[Team]) -> HttpResponse:
     """The prompt log of one selection, `{role}_experience_selection_log_{round}_{post}.json`."""
-    try:
-        log = selectors.selection_log_get(team=team, log_id=log_id)
-    except NotFound as exc:
-        raise Http404(str(exc)) from exc
+    log = get_or_404(selectors.selection_log_get, team=team, log_id=log_id)
     log_file = selectors.selection_log_file(log=log)
     response = HttpResponse(log_file.content, content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="{log_file.name}"'
@@ -456,7 +449,7 @@ def experience_import(request: HttpRequest, *, team: Team, teams: list[Team]) ->
             error, status = f"At most {MAX_UPLOADS} files at once; put more in a zip.", 400
         else:
             try:
-                files = [item for upload in uploads for item in _uploaded(upload)]
+                files = [item for upload in uploads for item in uploaded_experience_files(upload)]
                 report = services.experiences_import(
                     team=team,
                     files=files,

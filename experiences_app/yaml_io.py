@@ -21,6 +21,7 @@ parse(dump(x)) == x for every ExperienceData parse can return, so export -> impo
 from __future__ import annotations
 
 import io
+import os
 import re
 import unicodedata
 import zipfile
@@ -30,7 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from django.core.files.uploadedfile import UploadedFile
 
+from memsite.errors import InvalidInput
 from memsite.parsers import text_problem
 from memsite.safe_yaml import BoundedSafeLoader
 
@@ -420,3 +423,17 @@ def write_zip(files: list[tuple[str, bytes]]) -> bytes:
             info.external_attr = 0o644 << 16
             archive.writestr(info, content)
     return buffer.getvalue()
+
+
+def uploaded_experience_files(upload: UploadedFile) -> list[tuple[str, bytes]]:
+    """An upload as (file name, bytes): a zip's experience files, or the file itself (read to a bound
+    the parser rejects, so an oversized file costs no more than that)."""
+    name = os.path.basename(upload.name or "")
+    if not name.lower().endswith(".zip"):
+        return [(name, upload.read(MAX_FILE_BYTES + 1))]
+    if upload.size and upload.size > MAX_ZIP_TOTAL_BYTES:
+        raise InvalidInput.for_field("archive", f"{name} is larger than {MAX_ZIP_TOTAL_BYTES} bytes")
+    try:
+        return read_zip(upload.read())
+    except ZipArchiveError as exc:
+        raise InvalidInput.for_field("archive", f"{name}: {exc}") from exc

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from django.core.files.uploadedfile import UploadedFile
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
@@ -17,10 +15,10 @@ from rest_framework.response import Response
 from experiences_app import selectors, services
 from experiences_app.api import serializers as s
 from experiences_app.models import Experience, SelectionLog, TeamExperienceConfig
-from experiences_app.yaml_io import MAX_FILE_BYTES, MAX_ZIP_TOTAL_BYTES, ZipArchiveError, read_zip, write_zip
-from memory_app.api.base import TeamScopedView, _query
+from experiences_app.yaml_io import uploaded_experience_files, write_zip
+from memory_app.api.base import TeamScopedView, query_params
+from memory_app.api.schema import page_schema
 from memory_app.conversations import selectors as memory_selectors
-from memory_app.facts.api import _page_schema
 from memory_app.tenancy.permissions import require_admin
 from memory_app.tenancy.throttles import LLMEndpointThrottle
 from memsite.errors import InvalidInput
@@ -48,12 +46,14 @@ class ExperienceListCreateView(ExperiencesView):
     @extend_schema(
         operation_id="experiences_list",
         parameters=[s.ExperienceListQuerySerializer],
-        responses=_page_schema("ExperiencePage", s.ExperienceOutputSerializer(many=True)),
+        responses=page_schema("ExperiencePage", s.ExperienceOutputSerializer(many=True)),
         description="The team's experiences by exp_id; `role` keeps those whose `who` names the role "
         "(case-insensitive) or is empty, `q` searches exp_id, when and what.",
     )
     def get(self, request: Request) -> Response:
-        experiences = selectors.experience_list(team=self.team, **_query(s.ExperienceListQuerySerializer, request))
+        experiences = selectors.experience_list(
+            team=self.team, **query_params(s.ExperienceListQuerySerializer, request)
+        )
         paginator = ExperiencePagination()
         page = paginator.paginate_queryset(experiences, request, view=self)
         return paginator.get_paginated_response(s.ExperienceOutputSerializer(page, many=True).data)
@@ -116,7 +116,7 @@ class ExperienceDiffView(ExperiencesView):
     )
     def get(self, request: Request, exp_id: str) -> Response:
         experience = self.get_experience()
-        query = _query(s.DiffQuerySerializer, request)
+        query = query_params(s.DiffQuerySerializer, request)
         diff = selectors.experience_revision_diff(experience=experience, a=query["a"], b=query["b"])
         return Response({"a": query["a"], "b": query["b"], "diff": diff})
 
@@ -132,20 +132,6 @@ class ExperienceApproveView(ExperiencesView):
             experience=experience, actor=self.actor, note=serializer.validated_data["note"]
         )
         return Response(s.ExperienceOutputSerializer(experience).data)
-
-
-def _uploaded(upload: UploadedFile) -> list[tuple[str, bytes]]:
-    """An upload as (file name, bytes): a zip's experience files, or the file itself (read to a bound
-    the parser rejects, so an oversized file costs no more than that)."""
-    name = os.path.basename(upload.name or "")
-    if not name.lower().endswith(".zip"):
-        return [(name, upload.read(MAX_FILE_BYTES + 1))]
-    if upload.size and upload.size > MAX_ZIP_TOTAL_BYTES:
-        raise InvalidInput.for_field("archive", f"{name} is larger than {MAX_ZIP_TOTAL_BYTES} bytes")
-    try:
-        return read_zip(upload.read())
-    except ZipArchiveError as exc:
-        raise InvalidInput.for_field("archive", f"{name}: {exc}") from exc
 
 
 class ExperienceImportView(ExperiencesView):
@@ -168,7 +154,7 @@ class ExperienceImportView(ExperiencesView):
         uploads = [*data["files"], *([data["archive"]] if "archive" in data else [])]
         if not uploads:
             raise InvalidInput.for_field("files", "upload handcrafted_exp_*.yaml files or a zip of them")
-        files = [item for upload in uploads for item in _uploaded(upload)]
+        files = [item for upload in uploads for item in uploaded_experience_files(upload)]
         report = services.experiences_import(
             team=self.team, files=files, actor=self.actor, dry_run=data["dry_run"], approve=data["approve"]
         )
@@ -182,7 +168,7 @@ class ExperienceExportView(ExperiencesView):
         description="A zip of the team's experiences (or those with `status`) in the experience file format.",
     )
     def get(self, request: Request) -> HttpResponse:
-        query = _query(s.ExportQuerySerializer, request)
+        query = query_params(s.ExportQuerySerializer, request)
         archive = write_zip(services.experiences_export(team=self.team, status=query.get("status")))
         response = HttpResponse(archive, content_type="application/zip")
         response["Content-Disposition"] = 'attachment; filename="experiences.zip"'
@@ -245,10 +231,10 @@ class SelectionLogListView(ExperiencesView):
     @extend_schema(
         operation_id="experience_selections_list",
         parameters=[s.SelectionLogListQuerySerializer],
-        responses=_page_schema("SelectionLogPage", s.SelectionLogSerializer(many=True)),
+        responses=page_schema("SelectionLogPage", s.SelectionLogSerializer(many=True)),
     )
     def get(self, request: Request) -> Response:
-        query = _query(s.SelectionLogListQuerySerializer, request)
+        query = query_params(s.SelectionLogListQuerySerializer, request)
         session_id = query.pop("session", None)
         session = memory_selectors.session_get(team=self.team, session_id=session_id) if session_id else None
         logs = selectors.selection_log_list(team=self.team, session=session, **query)

@@ -20,7 +20,7 @@ from memory_app.agent_records import documents as agent_memory_yaml
 from memory_app.agent_records import selectors as agent_memory_selectors
 from memory_app.agent_records import services as agent_memory
 from memory_app.agent_records.models import AgentMemory
-from memory_app.api.base import TeamScopedView, _query
+from memory_app.api.base import TeamScopedView, query_params
 from memory_app.conversations import selectors
 from memory_app.conversations.models import Session
 from memsite import safe_yaml
@@ -204,7 +204,7 @@ class AttemptListView(TeamScopedView):
         "first: `?result=failure&plan_step=2` shows which approaches already failed at step 2.",
     )
     def get(self, request: Request) -> Response:
-        query = _query(AttemptQuerySerializer, request)
+        query = query_params(AttemptQuerySerializer, request)
         session_id = query.pop("session", None)
         session = selectors.session_get(team=self.team, session_id=session_id) if session_id else None
         hits = agent_memory_selectors.attempt_search(team=self.team, session=session, **query)

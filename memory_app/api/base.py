@@ -24,7 +24,7 @@ class TeamScopedView(APIView):
         return selectors.session_get(team=self.team, session_id=self.kwargs["session_id"])
 
 
-def _query(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+def query_params(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
     serializer = serializer_class(data=request.query_params)
     serializer.is_valid(raise_exception=True)
     return dict(serializer.validated_data)

@@ -17,7 +17,7 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import ResolvedComponent
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.utils import OpenApiResponse, inline_serializer
 from rest_framework import serializers
 
 from memory_app.tenancy.throttles import LLMEndpointThrottle
@@ -127,3 +127,15 @@ class MemsiteAutoSchema(AutoSchema):
                     continue
             properties.update(schema.get("properties", {}))
         return properties
+
+
+def page_schema(name: str, item: serializers.Serializer) -> serializers.Serializer:
+    return inline_serializer(
+        name,
+        {
+            "count": serializers.IntegerField(),
+            "next": serializers.URLField(allow_null=True),
+            "previous": serializers.URLField(allow_null=True),
+            "results": item,
+        },
+    )

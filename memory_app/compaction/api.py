@@ -7,7 +7,7 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memory_app.api.base import TeamScopedView, _query
+from memory_app.api.base import TeamScopedView, query_params
 from memory_app.compaction import selectors as compaction_selectors
 from memory_app.compaction import serializers as compaction_serializers
 from memory_app.compaction import services as compaction
@@ -26,7 +26,7 @@ class CompactView(TeamScopedView):
         "recovery). If one is already pending or running, that run is returned.",
     )
     def post(self, request: Request, session_id: str) -> Response:
-        reason = _query(compaction_serializers.CompactQuerySerializer, request)["reason"]
+        reason = query_params(compaction_serializers.CompactQuerySerializer, request)["reason"]
         trigger = CompactionRun.Trigger.PAYLOAD_ERROR if reason == "payload_error" else CompactionRun.Trigger.MANUAL
         run, _ = compaction.compaction_request(session=self.get_session(), trigger=trigger)
         return Response(compaction_serializers.CompactionRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)

@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memory_app.agent_records import selectors as agent_memory_selectors
-from memory_app.api.base import TeamScopedView, _query
+from memory_app.api.base import TeamScopedView, query_params
 from memory_app.api.idempotent import KEY_PARAMETER, idempotent_write
 from memory_app.conversations import selectors, services
 from memory_app.conversations import serializers as s
@@ -41,7 +41,7 @@ class SessionListCreateView(TeamScopedView):
         ),
     )
     def get(self, request: Request) -> Response:
-        sessions = selectors.session_list(team=self.team, **_query(s.SessionListQuerySerializer, request))
+        sessions = selectors.session_list(team=self.team, **query_params(s.SessionListQuerySerializer, request))
         paginator = SessionPagination()
         page = paginator.paginate_queryset(sessions, request, view=self)
         return paginator.get_paginated_response(s.SessionOutputSerializer(page, many=True).data)
@@ -114,7 +114,7 @@ class MessageListCreateView(TeamScopedView):
         operation_id="sessions_messages_list", parameters=[s.MessageListQuerySerializer], responses=_MESSAGES_PAGE
     )
     def get(self, request: Request, session_id: str) -> Response:
-        page = selectors.message_page(session=self.get_session(), **_query(s.MessageListQuerySerializer, request))
+        page = selectors.message_page(session=self.get_session(), **query_params(s.MessageListQuerySerializer, request))
         return Response(
             {"results": s.MessageOutputSerializer(page.messages, many=True).data, "next_after": page.next_after}
         )
@@ -198,7 +198,7 @@ class ContextView(TeamScopedView):
         "most recent messages within `last` (default MEMSITE_CONTEXT_WINDOW) and `max_tokens`.",
     )
     def get(self, request: Request, session_id: str) -> Response:
-        query = _query(s.ContextQuerySerializer, request)
+        query = query_params(s.ContextQuerySerializer, request)
         session = self.get_session()
         context = selectors.context_build(session=session, last=query.get("last"), max_tokens=query.get("max_tokens"))
         llm_usage.context_served_record(

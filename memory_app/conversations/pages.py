@@ -23,7 +23,7 @@ from django import forms
 from django.conf import settings
 from django.contrib import messages as flash
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -35,10 +35,10 @@ from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import selectors
 from memory_app.conversations.images import MAX_URL_LENGTH
 from memory_app.conversations.models import MemoryType, Message, Session
-from memory_app.dashboard.decorators import _non_negative_int, team_page
+from memory_app.dashboard.decorators import get_or_404, non_negative_int, team_page
 from memory_app.tenancy.models import Team
 from memsite import csp
-from memsite.errors import Conflict, NotFound
+from memsite.errors import Conflict
 
 SESSIONS_PER_PAGE = 25
 MESSAGES_PER_PAGE = 100
@@ -319,10 +319,7 @@ def build_timeline(*, session: Session, messages: list[Message]) -> list[Message
 
 
 def _team_session(team: Team, session_id: uuid.UUID) -> Session:
-    try:
-        return selectors.session_get(team=team, session_id=session_id)
-    except NotFound as exc:
-        raise Http404(str(exc)) from exc
+    return get_or_404(selectors.session_get, team=team, session_id=session_id)
 
 
 @team_page
@@ -332,7 +329,7 @@ def session_detail(request: HttpRequest, session_id: uuid.UUID, *, team: Team, t
         page = selectors.message_page(session=session, last=MESSAGES_PER_PAGE)
     else:
         page = selectors.message_page(
-            session=session, after=_non_negative_int(request.GET.get("after")) or 0, limit=MESSAGES_PER_PAGE
+            session=session, after=non_negative_int(request.GET.get("after")) or 0, limit=MESSAGES_PER_PAGE
         )
     previous = (
         selectors.message_cursor_before(session=session, seq=page.messages[0].seq, limit=MESSAGES_PER_PAGE)
@@ -554,10 +551,7 @@ def session_compaction_revert(
 ) -> HttpResponse:
     """Undo a compaction: the context goes back to the raw messages (or the previous summary)."""
     session = _team_session(team, session_id)
-    try:
-        run = compaction_selectors.compaction_run_get(session=session, run_id=run_id)
-    except NotFound as exc:
-        raise Http404(str(exc)) from exc
+    run = get_or_404(compaction_selectors.compaction_run_get, session=session, run_id=run_id)
     try:
         compaction.compaction_revert(run=run)
     except Conflict as exc:

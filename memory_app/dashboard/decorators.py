@@ -5,20 +5,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.functional import SimpleLazyObject
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from memory_app.tenancy import selectors as tenancy_selectors
 from memory_app.tenancy.models import Team
+from memsite.errors import NotFound
 
 CURRENT_TEAM_KEY = "dashboard_team_id"
 
 
+T = TypeVar("T")
 TeamView = Callable[..., HttpResponse]
 
 
@@ -26,7 +29,7 @@ TeamView = Callable[..., HttpResponse]
 MAX_DB_INT = 2**63 - 1
 
 
-def _non_negative_int(value: str | None) -> int | None:
+def non_negative_int(value: str | None) -> int | None:
     """The integer a query or form value spells, if it is one the database can hold."""
     if not value or not value.isascii() or not value.isdigit() or len(value) > 19:
         return None
@@ -40,6 +43,15 @@ def _pick_team(request: HttpRequest, teams: list[Team]) -> Team | None:
         if team.pk == chosen:
             return team
     return teams[0] if teams else None
+
+
+def get_or_404(lookup: Callable[..., T], /, **kwargs: Any) -> T:
+    """`lookup(**kwargs)`, a selector's answer; its NotFound (a missing object, or another team's:
+    selectors cannot tell them apart on purpose) is the page's 404. The one place pages map it."""
+    try:
+        return lookup(**kwargs)
+    except NotFound as exc:
+        raise Http404(str(exc)) from exc
 
 
 def team_page(view: TeamView) -> TeamView:
@@ -97,9 +109,17 @@ def team_admin_action(back_url_name: str) -> Callable[[TeamView], TeamView]:
 @require_POST
 def switch_team(request: HttpRequest) -> HttpResponse:
     """Make another of the user's teams the current one (never a team they are not in)."""
-    team_id = _non_negative_int(request.POST.get("team"))
+    team_id = non_negative_int(request.POST.get("team"))
     if team_id is None or not tenancy_selectors.team_list_for_user(user=request.user).filter(pk=team_id).exists():
         raise Http404("You are not a member of this team.")
     request.session[CURRENT_TEAM_KEY] = team_id
     # Pages of the previous team would 404 now, so go back to the list.
     return redirect("dashboard:sessions")
+
+
+def redirect_back(request: HttpRequest, fallback: str) -> HttpResponse:
+    """Back to the page the form was on (`next`, same site only), else `fallback`."""
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        return redirect(target)
+    return redirect(fallback)

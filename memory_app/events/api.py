@@ -19,13 +19,13 @@ from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memory_app.api.base import TeamScopedView, _query
+from memory_app.api.base import TeamScopedView, query_params
+from memory_app.api.schema import page_schema
 from memory_app.conversations import selectors
 from memory_app.events import selectors as event_selectors
 from memory_app.events import serializers as event_serializers
 from memory_app.events import serializers as ls
 from memory_app.events import services as events
-from memory_app.facts.api import _page_schema
 from memory_app.tenancy.permissions import require_admin
 from memory_app.webhooks import selectors as webhook_selectors
 from memory_app.webhooks import services as webhooks
@@ -91,7 +91,7 @@ class EventStreamView(TeamScopedView):
         },
     )
     def get(self, request: Request) -> StreamingHttpResponse:
-        query = _query(ls.EventStreamQuerySerializer, request)
+        query = query_params(ls.EventStreamQuerySerializer, request)
         session = selectors.session_get(team=self.team, session_id=query["session"]) if "session" in query else None
         cursor = events.EventCursor(
             team=self.team, session=session, position=_resume_point(request, query.get("after"))
@@ -173,10 +173,10 @@ class WebhookDeliveryListView(WebhookScopedView):
     @extend_schema(
         operation_id="webhooks_deliveries_list",
         parameters=[ls.DeliveryQuerySerializer],
-        responses=_page_schema("WebhookDeliveryPage", ls.WebhookDeliverySerializer(many=True)),
+        responses=page_schema("WebhookDeliveryPage", ls.WebhookDeliverySerializer(many=True)),
     )
     def get(self, request: Request, webhook_id: str) -> Response:
-        query = _query(ls.DeliveryQuerySerializer, request)
+        query = query_params(ls.DeliveryQuerySerializer, request)
         deliveries = webhook_selectors.delivery_list(
             team=self.team, webhook=self.get_webhook(), status=query.get("status")
         )
@@ -214,7 +214,7 @@ class EventListView(TeamScopedView):
         ),
     )
     def get(self, request: Request) -> Response:
-        query = _query(event_serializers.EventQuerySerializer, request)
+        query = query_params(event_serializers.EventQuerySerializer, request)
         session = selectors.session_get(team=self.team, session_id=query["session"]) if "session" in query else None
         events = event_selectors.event_page(
             team=self.team, session=session, after=query.get("after"), limit=query["limit"]

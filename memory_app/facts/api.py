@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema, inline_serializer
-from rest_framework import serializers, status
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memory_app.api.base import TeamScopedView, _query
+from memory_app.api.base import TeamScopedView, query_params
+from memory_app.api.schema import page_schema
 from memory_app.conversations import selectors
 from memory_app.conversations.models import Session
 from memory_app.facts import extraction as fact_extraction
@@ -28,18 +29,6 @@ class FactPagination(LimitOffsetPagination):
     max_limit = 500
 
 
-def _page_schema(name: str, item: serializers.Serializer) -> serializers.Serializer:
-    return inline_serializer(
-        name,
-        {
-            "count": serializers.IntegerField(),
-            "next": serializers.URLField(allow_null=True),
-            "previous": serializers.URLField(allow_null=True),
-            "results": item,
-        },
-    )
-
-
 class FactsView(TeamScopedView):
     def session_or_none(self, session_id: Any) -> Session | None:
         return selectors.session_get(team=self.team, session_id=session_id) if session_id else None
@@ -55,12 +44,12 @@ class FactListCreateView(FactsView):
     @extend_schema(
         operation_id="facts_list",
         parameters=[fs.FactListQuerySerializer],
-        responses=_page_schema("FactPage", fs.FactOutputSerializer(many=True)),
+        responses=page_schema("FactPage", fs.FactOutputSerializer(many=True)),
         description="Live facts newest first; `as_of` gives the facts valid at that time, "
         "`include_invalidated=true` adds the invalidated ones.",
     )
     def get(self, request: Request) -> Response:
-        query = _query(fs.FactListQuerySerializer, request)
+        query = query_params(fs.FactListQuerySerializer, request)
         query["session"] = self.session_or_none(query.get("session"))
         found = fact_selectors.fact_list(team=self.team, **query)
         paginator = FactPagination()
@@ -119,7 +108,7 @@ class FactGraphView(FactsView):
         "as written), edges are facts from subject to object.",
     )
     def get(self, request: Request) -> Response:
-        query = _query(fs.FactGraphQuerySerializer, request)
+        query = query_params(fs.FactGraphQuerySerializer, request)
         query["session"] = self.session_or_none(query.get("session"))
         graph = fact_selectors.fact_graph(team=self.team, **query)
         return Response({"nodes": graph.nodes, "edges": graph.edges, "truncated": graph.truncated})
@@ -152,10 +141,10 @@ class FactExtractionListView(FactsView):
     @extend_schema(
         operation_id="fact_extractions_list",
         parameters=[fs.FactExtractionListQuerySerializer],
-        responses=_page_schema("FactExtractionPage", fs.FactExtractionRunSerializer(many=True)),
+        responses=page_schema("FactExtractionPage", fs.FactExtractionRunSerializer(many=True)),
     )
     def get(self, request: Request) -> Response:
-        query = _query(fs.FactExtractionListQuerySerializer, request)
+        query = query_params(fs.FactExtractionListQuerySerializer, request)
         query["session"] = self.session_or_none(query.get("session"))
         runs = fact_selectors.fact_extraction_list(team=self.team, **query)
         paginator = FactPagination()

@@ -19,11 +19,10 @@ from django.db.models import F, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
 
 from memory_app.conversations import selectors
 from memory_app.conversations.models import Session
-from memory_app.dashboard.decorators import team_admin_action, team_page
+from memory_app.dashboard.decorators import get_or_404, redirect_back, team_admin_action, team_page
 from memory_app.facts import extraction as fact_extraction
 from memory_app.facts import selectors as fact_selectors
 from memory_app.facts import services as facts
@@ -50,14 +49,6 @@ FACT_URL_PLACEHOLDER = uuid.UUID(int=0)
 
 
 curation_action = team_admin_action("dashboard:facts")
-
-
-def _back(request: HttpRequest, fallback: str) -> HttpResponse:
-    """Back to the page the form was on (`next`, same site only), else `fallback`."""
-    target = request.POST.get("next", "")
-    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
-        return redirect(target)
-    return redirect(fallback)
 
 
 def _quarantine_count(team: Team) -> int:
@@ -156,10 +147,7 @@ class FactEditForm(forms.Form):
 
 
 def _team_fact(team: Team, fact_id: uuid.UUID) -> Fact:
-    try:
-        return fact_selectors.fact_get(team=team, fact_id=fact_id)
-    except NotFound as exc:
-        raise Http404(str(exc)) from exc
+    return get_or_404(fact_selectors.fact_get, team=team, fact_id=fact_id)
 
 
 def _fact_url(fact_id: Any) -> str:
@@ -205,7 +193,7 @@ def fact_invalidate(request: HttpRequest, fact_id: uuid.UUID, *, team: Team, tea
     fact = _team_fact(team, fact_id)
     facts.fact_invalidate(fact=fact)
     flash.success(request, f"Invalidated “{fact}”. It stays in the history and can be restored.")
-    return _back(request, _fact_url(fact.pk))
+    return redirect_back(request, _fact_url(fact.pk))
 
 
 @curation_action
@@ -217,7 +205,7 @@ def fact_restore(request: HttpRequest, fact_id: uuid.UUID, *, team: Team, teams:
         flash.error(request, exc.detail)
     else:
         flash.success(request, f"Restored “{fact}”.")
-    return _back(request, _fact_url(fact.pk))
+    return redirect_back(request, _fact_url(fact.pk))
 
 
 # --- the graph ----------------------------------------------------------------------------------------
@@ -295,10 +283,7 @@ class AcceptForm(forms.Form):
 
 
 def _team_run(team: Team, run_id: uuid.UUID) -> FactExtractionRun:
-    try:
-        return fact_selectors.fact_extraction_get(team=team, run_id=run_id)
-    except NotFound as exc:
-        raise Http404(str(exc)) from exc
+    return get_or_404(fact_selectors.fact_extraction_get, team=team, run_id=run_id)
 
 
 def _run_url(run_id: Any) -> str:
@@ -366,7 +351,7 @@ def fact_extraction_retry(request: HttpRequest, run_id: uuid.UUID, *, team: Team
         flash.error(request, exc.detail)
     else:
         flash.success(request, "Extraction queued again: a worker will run it over the same input shortly.")
-    return _back(request, _run_url(run.pk))
+    return redirect_back(request, _run_url(run.pk))
 
 
 @curation_action
@@ -378,7 +363,7 @@ def fact_extraction_discard(request: HttpRequest, run_id: uuid.UUID, *, team: Te
         flash.error(request, exc.detail)
     else:
         flash.success(request, "Extraction discarded: it stays listed, and wrote no facts.")
-    return _back(request, _run_url(run.pk))
+    return redirect_back(request, _run_url(run.pk))
 
 
 @curation_action

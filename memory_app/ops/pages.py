@@ -17,10 +17,11 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from memory_app.compaction import services as compaction
+from memory_app.dashboard.decorators import get_or_404
 from memory_app.facts import extraction as fact_extraction
 from memory_app.ops import selectors as ops_selectors
 from memory_app.tenancy import selectors as tenancy_selectors
-from memsite.errors import Conflict, NotFound
+from memsite.errors import Conflict
 
 OPS_FAILURES_SHOWN = 20
 
@@ -138,11 +139,8 @@ def ops_status(request: HttpRequest, *, team_ids: list[int] | None) -> HttpRespo
 @ops_page
 @require_POST
 def ops_job_retry(request: HttpRequest, kind: str, job_id: uuid.UUID, *, team_ids: list[int] | None) -> HttpResponse:
-    try:
-        source = ops_selectors.job_source_get(kind=kind)
-        job = ops_selectors.job_get(source=source, job_id=job_id, team_ids=team_ids)
-    except NotFound as exc:
-        raise Http404(str(exc)) from exc
+    source = get_or_404(ops_selectors.job_source_get, kind=kind)
+    job = get_or_404(ops_selectors.job_get, source=source, job_id=job_id, team_ids=team_ids)
     retry = RETRY_SERVICES.get(source.kind)
     if retry is None:
         raise Http404("This kind of job cannot be retried.")

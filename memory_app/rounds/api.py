@@ -12,7 +12,7 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memory_app.api.base import TeamScopedView, _query
+from memory_app.api.base import TeamScopedView, query_params
 from memory_app.rounds import scratch
 from memory_app.rounds import selectors as round_selectors
 from memory_app.rounds import serializers as rs
@@ -42,7 +42,7 @@ class RoundListCreateView(TeamScopedView):
         "failed rounds left out unless `include_failure_rounds=true`).",
     )
     def get(self, request: Request, session_id: str) -> Response:
-        query = _query(rs.RoundListQuerySerializer, request)
+        query = query_params(rs.RoundListQuerySerializer, request)
         include = query.get("include_failure_rounds")
         page = round_selectors.round_page(
             session=self.get_session(),
@@ -125,7 +125,7 @@ class SharedMemoryView(TeamScopedView):
         "unless `latest_per_role=false`.",
     )
     def get(self, request: Request, session_id: str) -> Response:
-        query = _query(rs.SharedMemoryQuerySerializer, request)
+        query = query_params(rs.SharedMemoryQuerySerializer, request)
         entries = round_selectors.shared_memory_entries(
             session=self.get_session(), entry_type=query.get("type"), latest_per_role=query["latest_per_role"]
         )

@@ -15,18 +15,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from memory_app.agent_records import selectors as agent_memory_selectors
 from memory_app.agent_records.models import AgentMemory, AgentMemoryEntry
 from memory_app.conversations.models import Message, Session
 from memory_app.conversations.pages import _team_session, pretty_json
-from memory_app.dashboard.decorators import _non_negative_int, team_page
+from memory_app.dashboard.decorators import get_or_404, non_negative_int, team_page
 from memory_app.rounds import selectors as round_selectors
 from memory_app.rounds.models import Attachment, Round, SharedMemoryEntry
 from memory_app.tenancy.models import Team
-from memsite.errors import NotFound
 
 ROUNDS_PER_PAGE = 20
 
@@ -148,7 +147,7 @@ def _agents(session: Session) -> list[dict[str, Any]]:
 @team_page
 def session_rounds(request: HttpRequest, session_id: uuid.UUID, *, team: Team, teams: list[Team]) -> HttpResponse:
     session = _team_session(team, session_id)
-    after = _non_negative_int(request.GET.get("after"))
+    after = non_negative_int(request.GET.get("after"))
     page = round_selectors.round_page(session=session, after=after, limit=ROUNDS_PER_PAGE)
     return render(
         request,
@@ -218,10 +217,7 @@ def _timeline_items(rows: Sequence[AgentMemoryEntry]) -> list[TimelineItem]:
 
 
 def _team_agent_memory(session: Session, agent: str) -> AgentMemory:
-    try:
-        return agent_memory_selectors.agent_memory_get(session=session, agent=agent)
-    except NotFound as exc:
-        raise Http404(str(exc)) from exc
+    return get_or_404(agent_memory_selectors.agent_memory_get, session=session, agent=agent)
 
 
 @team_page

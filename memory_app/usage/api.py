@@ -12,7 +12,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memory_app.api.base import TeamScopedView, _query
+from memory_app.api.base import TeamScopedView, query_params
 from memory_app.conversations import selectors
 from memory_app.usage import selectors as usage_selectors
 
@@ -120,7 +120,7 @@ class UsageView(TeamScopedView):
         "or purpose, over [from, to) (default the last 30 days), with the team's daily budget.",
     )
     def get(self, request: Request) -> Response:
-        query = _query(UsageQuerySerializer, request)
+        query = query_params(UsageQuerySerializer, request)
         default_since, default_until = usage_selectors.default_range()
         session_id = query.get("session")
         scope = usage_selectors.UsageFilter(

@@ -11,17 +11,16 @@ from dataclasses import dataclass
 
 from django import forms
 from django.apps import apps
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
 from memory_app.conversations import selectors
 from memory_app.conversations.models import Session
-from memory_app.dashboard.decorators import team_page
+from memory_app.dashboard.decorators import get_or_404, team_page
 from memory_app.tenancy.models import Team
 from memory_app.usage import selectors as usage_selectors
 from memory_app.usage.selectors import DailyUsage, UsageFilter
-from memsite.errors import NotFound
 
 RANGES = {"7": 7, "30": 30, "90": 90}  # days
 TOP_SESSIONS = 8
@@ -113,10 +112,7 @@ def _hit_rates(team: Team) -> list[HitRate]:
 def _scope_session(team: Team, session_id: object) -> Session | None:
     if not session_id:
         return None
-    try:
-        return selectors.session_get(team=team, session_id=str(session_id))
-    except NotFound as exc:
-        raise Http404(str(exc)) from exc
+    return get_or_404(selectors.session_get, team=team, session_id=str(session_id))
 
 
 @team_page

@@ -6,17 +6,17 @@ import uuid
 
 from django.contrib import messages as flash
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
-from memory_app.dashboard.decorators import team_admin_action, team_page
+from memory_app.dashboard.decorators import get_or_404, team_admin_action, team_page
 from memory_app.tenancy import selectors as tenancy_selectors
 from memory_app.tenancy.models import Team
 from memory_app.webhooks import selectors as webhook_selectors
 from memory_app.webhooks import services as webhooks
 from memory_app.webhooks.models import WebhookDelivery
-from memsite.errors import Conflict, NotFound
+from memsite.errors import Conflict
 
 DELIVERIES_PER_PAGE = 50
 STATUS_TABS = [("all", "All"), *WebhookDelivery.Status.choices]
@@ -44,10 +44,7 @@ def webhook_list(request: HttpRequest, *, team: Team, teams: list[Team]) -> Http
 
 @team_admin_action("dashboard:webhooks")
 def webhook_redeliver(request: HttpRequest, delivery_id: uuid.UUID, *, team: Team, teams: list[Team]) -> HttpResponse:
-    try:
-        delivery = webhook_selectors.delivery_get(team=team, delivery_id=delivery_id)
-    except NotFound as exc:
-        raise Http404("No such delivery in this team.") from exc
+    delivery = get_or_404(webhook_selectors.delivery_get, team=team, delivery_id=delivery_id)
     try:
         again = webhooks.webhook_redeliver(delivery=delivery)
     except Conflict as exc:
