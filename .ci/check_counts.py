@@ -14,9 +14,9 @@ from pathlib import Path
 
 # group -> module prefixes (JUnit classnames are dotted module paths + class)
 GROUPS: dict[str, tuple[str, ...]] = {
-    "security": ("tests.security.", "tests.memory_app.test_isolation"),
+    "security": ("tests.security.", "tests.memory_app.tenancy.test_isolation"),
     "faults (chaos)": ("tests.chaos.",),
-    "cost control and usage": ("tests.memory_app.test_usage",),
+    "cost control and usage": ("tests.memory_app.usage.test_usage",),
 }
 
 

@@ -20,7 +20,7 @@ from memory_app.conversations import services as memory_services
 from memory_app.tenancy import services as tenancy
 from memory_app.tenancy.models import TeamMembership
 from tests.experiences_app.conftest import add_experience
-from tests.memory_app.test_browser import CHROMIUM, LAUNCH_ARGS, PASSWORD
+from tests.memory_app.conversations.test_browser import CHROMIUM, LAUNCH_ARGS, PASSWORD
 
 pytestmark = pytest.mark.browser
 

@@ -11,7 +11,7 @@ import yaml
 from memory_app.conversations.models import Message
 from memory_client import Attachment, AttachmentType, Conversation, Memory, Post, Round, SharedMemoryEntry
 from tests.conftest import Tenant
-from tests.memory_app.conversation_docs import attachment, data_analysis_conversation
+from tests.memory_app.rounds.conversation_docs import attachment, data_analysis_conversation
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 from memory_app.compaction import services as compaction
 from memory_app.compaction.models import CompactionRun
 from memsite import logs
-from tests.memory_app.test_compaction import MANAGED, queued_run, summary_reply, turns
+from tests.memory_app.compaction.test_compaction import MANAGED, queued_run, summary_reply, turns
 from tests.worker_process import wait_for
 
 CONTENT_CANARY = "CANARY-CONTENT-5e1d9b"

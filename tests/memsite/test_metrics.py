@@ -20,7 +20,7 @@ from memory_app.conversations import services
 from memory_app.facts.models import FactExtractionRun
 from tests.conftest import make_tenant
 from tests.llm_server import Fail
-from tests.memory_app.test_compaction import append, new_session, queued_run, summary_reply, turns
+from tests.memory_app.compaction.test_compaction import append, new_session, queued_run, summary_reply, turns
 from tests.memsite.metrics_scrape import METRICS_TOKEN, Samples, label_values, parse, total
 
 pytestmark = pytest.mark.django_db

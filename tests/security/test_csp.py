@@ -20,7 +20,7 @@ from memory_app.conversations import services
 from memory_app.conversations.models import MemoryType, Session
 from memory_app.tenancy.models import TeamMembership
 from tests.conftest import Tenant
-from tests.memory_app.test_dashboard import PNG_DATA_URL
+from tests.memory_app.conversations.test_pages import PNG_DATA_URL
 from tests.security.conftest import World
 from tests.url_routes import Route, all_routes
 

@@ -25,7 +25,7 @@ from memory_app.conversations import services
 from memory_app.conversations.models import MemoryType
 from memory_app.tenancy import services as tenancy
 from memory_app.tenancy.models import TeamMembership
-from tests.memory_app.test_browser import CHROMIUM, LAUNCH_ARGS, PASSWORD, gradient_png
+from tests.memory_app.conversations.test_browser import CHROMIUM, LAUNCH_ARGS, PASSWORD, gradient_png
 
 pytestmark = pytest.mark.browser
 

@@ -11,7 +11,7 @@ from memory_app.conversations.models import Message, Session
 from memory_app.events.models import MemoryEvent
 from memory_app.rounds.models import Attachment, Round, SharedMemoryEntry
 from memory_client.conversation import ATTACHMENT_TYPES, Conversation
-from tests.memory_app.conversation_docs import (
+from tests.memory_app.rounds.conversation_docs import (
     attachment,
     data_analysis_conversation,
     minimal_conversation,

@@ -12,7 +12,7 @@ from memory_app.conversations import services
 from memory_app.conversations.models import Session
 from memory_app.rounds import services as rounds
 from memory_app.tenancy.models import Team
-from tests.memory_app.seed_002_documents import examples_document, main_document
+from tests.memory_app.agent_records.documents import examples_document, main_document
 
 CODE = "import pandas as pd\ndf = pd.read_csv('sales.csv')\nprint(len(df))"
 OLD_DISCOVERY = {

@@ -8,7 +8,13 @@ import pytest
 
 from memory_app.agent_records import documents as agent_memory_yaml
 from memory_app.agent_records.models import AgentMemoryEntry
-from tests.memory_app.seed_002_documents import all_blocks, block, examples_document, main_document, versioning_document
+from tests.memory_app.agent_records.documents import (
+    all_blocks,
+    block,
+    examples_document,
+    main_document,
+    versioning_document,
+)
 
 pytestmark = pytest.mark.django_db
 YAML = "application/yaml"

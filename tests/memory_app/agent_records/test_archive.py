@@ -12,7 +12,7 @@ from memory_app.agent_records import documents as agent_memory_yaml
 from memory_app.agent_records.models import AgentMemoryEntry
 from memory_app.tasks import archive_agent_memories
 from memsite.celery import app
-from tests.memory_app.seed_002_documents import main_document
+from tests.memory_app.agent_records.documents import main_document
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from playwright.sync_api import expect, sync_playwright
 from memory_app.conversations import services
 from memory_app.tenancy.models import TeamMembership
 from tests.conftest import make_tenant
-from tests.memory_app.test_browser import CHROMIUM, LAUNCH_ARGS, PASSWORD, log_in
+from tests.memory_app.conversations.test_browser import CHROMIUM, LAUNCH_ARGS, PASSWORD, log_in
 
 pytestmark = pytest.mark.browser
 

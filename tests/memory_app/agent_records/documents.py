@@ -1,11 +1,11 @@
 """Documents assembled from every YAML block of the agent memory file conventions (kept verbatim in
-./seed_002/, one file per block in the conventions' order, whitespace-only lines included)."""
+./agent_memory_files/, one file per block in the conventions' order, whitespace-only lines included)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-BLOCKS = Path(__file__).with_name("seed_002")
+BLOCKS = Path(__file__).with_name("agent_memory_files")
 
 
 def block(name: str) -> str:

@@ -20,8 +20,8 @@ from playwright.sync_api import Page, expect, sync_playwright
 
 from memory_app.tenancy import services as tenancy
 from memory_app.tenancy.models import TeamMembership
-from tests.memory_app.multi_agent_data import BLOCKER, FAILED_ATTEMPT, OLD_DISCOVERY, build_multi_agent_session
-from tests.memory_app.test_browser import CHROMIUM, LAUNCH_ARGS, PASSWORD, log_in
+from tests.memory_app.conversations.test_browser import CHROMIUM, LAUNCH_ARGS, PASSWORD, log_in
+from tests.memory_app.rounds.multi_agent_data import BLOCKER, FAILED_ATTEMPT, OLD_DISCOVERY, build_multi_agent_session
 
 pytestmark = pytest.mark.browser
 

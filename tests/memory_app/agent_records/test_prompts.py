@@ -14,7 +14,7 @@ import pytest
 
 from memory_app.agent_records import documents as agent_memory_yaml
 from memory_app.agent_records.prompts import build_arbiter_select_prompt, format_memory_context
-from tests.memory_app.seed_002_documents import examples_document, main_document
+from tests.memory_app.agent_records.documents import examples_document, main_document
 
 pytestmark = pytest.mark.django_db
 

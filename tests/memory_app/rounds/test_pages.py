@@ -14,7 +14,7 @@ from memory_app.rounds import pages as round_pages
 from memory_app.rounds import services as rounds
 from memory_app.tenancy.models import TeamMembership
 from tests.conftest import Tenant, make_tenant
-from tests.memory_app.multi_agent_data import BLOCKER, CODE, FAILED_ATTEMPT, build_multi_agent_session
+from tests.memory_app.rounds.multi_agent_data import BLOCKER, CODE, FAILED_ATTEMPT, build_multi_agent_session
 
 pytestmark = pytest.mark.django_db
 

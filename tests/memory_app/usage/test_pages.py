@@ -24,7 +24,7 @@ from memory_app.usage.selectors import DailyUsage
 from tests.conftest import make_tenant
 from tests.experiences_app.conftest import add_experience
 from tests.llm_server import Reply
-from tests.memory_app.test_browser import CHROMIUM, LAUNCH_ARGS, PASSWORD, log_in
+from tests.memory_app.conversations.test_browser import CHROMIUM, LAUNCH_ARGS, PASSWORD, log_in
 
 SCREENSHOT = Path(settings.BASE_DIR) / "var" / "screenshots" / "usage_page.png"
 SUMMARY = json.dumps(

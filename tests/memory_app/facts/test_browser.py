@@ -20,7 +20,7 @@ from memory_app.facts import services as facts
 from memory_app.facts.models import Fact, FactExtractionRun
 from memory_app.tenancy import services as tenancy
 from memory_app.tenancy.models import TeamMembership
-from tests.memory_app.test_browser import CHROMIUM, LAUNCH_ARGS, PASSWORD
+from tests.memory_app.conversations.test_browser import CHROMIUM, LAUNCH_ARGS, PASSWORD
 
 pytestmark = pytest.mark.browser
 
