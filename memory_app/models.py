@@ -135,7 +135,7 @@ class VerbatimJSONField(ReadableJSONMixin, models.JSONField):
     in that order, exactly as SQLite and the reference library return it.
     """
 
-    def db_type(self, connection: Any) -> str:
+    def db_type(self, connection: Any) -> str | None:
         if connection.vendor == "postgresql":
             return "json"
         return super().db_type(connection)
@@ -189,6 +189,9 @@ class Message(models.Model):
     token_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Not columns: a post's attachments and round id, set by round_selectors.attach_posts and the post API.
+    attachments_read: list[Attachment]
+    round_ref: str
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["session", "seq"], name="uniq_message_seq")]

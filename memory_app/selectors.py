@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import BooleanField, Count, Exists, F, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum, Value
 from django.db.models import Field as ModelField
+from django.db.models.base import Model
 from django.db.models.functions import Coalesce
 
 from memory_app import context as ctx
@@ -34,6 +35,21 @@ from memsite.errors import InvalidInput, NotFound
 
 EXPORT_FIELDS = MESSAGE_FIELDS
 _CONTEXT_FIELDS = ("seq", "role", "content", "name", "tool_calls", "tool_call_id", "images", "token_count")
+
+
+def concrete_field(model: type[Model], name: str) -> ModelField:
+    """The field `name` of `model`, which hand-written SQL reads: a field, not a reverse relation."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, ModelField):
+        raise TypeError(f"{model.__name__}.{name} is a relation, not a field with a column")
+    return field
+
+
+def column(field: ModelField) -> str:
+    """A concrete field's column: Django sets one on every concrete field (the stub says `str | None`)."""
+    if field.column is None:
+        raise TypeError(f"{field} has no column")
+    return field.column
 
 
 def _select(sql: str, params: Sequence[Any], fields: Sequence[ModelField]) -> list[list[Any]]:
@@ -63,7 +79,7 @@ def _select(sql: str, params: Sequence[Any], fields: Sequence[ModelField]) -> li
 
 @functools.cache
 def _session_sql() -> str:
-    columns = ", ".join(connection.ops.quote_name(field.column) for field in Session._meta.concrete_fields)
+    columns = ", ".join(connection.ops.quote_name(column(field)) for field in Session._meta.concrete_fields)
     return f"SELECT {columns} FROM {connection.ops.quote_name(Session._meta.db_table)} WHERE id = %s AND team_id = %s"  # noqa: S608
 
 
@@ -162,7 +178,7 @@ def latest_done_run(session_id: Any) -> CompactionRun | None:
 @functools.cache
 def _newest_sql() -> str:
     quote = connection.ops.quote_name
-    columns = ", ".join(quote(Message._meta.get_field(name).column) for name in _CONTEXT_FIELDS)
+    columns = ", ".join(quote(column(concrete_field(Message, name))) for name in _CONTEXT_FIELDS)
     return (
         f"SELECT {columns} FROM {quote(Message._meta.db_table)} "  # noqa: S608
         "WHERE session_id = %s AND seq > %s ORDER BY seq DESC LIMIT %s"
@@ -172,7 +188,7 @@ def _newest_sql() -> str:
 def _newest(session: Session, *, after: int, limit: int) -> list[dict[str, Any]]:
     """Up to `limit` newest messages with seq > after, oldest first (reads the window only,
     backwards along the (session, seq) index)."""
-    fields = [Message._meta.get_field(name) for name in _CONTEXT_FIELDS]
+    fields = [concrete_field(Message, name) for name in _CONTEXT_FIELDS]
     session_pk = Session._meta.pk.get_db_prep_value(session.pk, connection)
     rows = _select(_newest_sql(), [session_pk, after, limit], fields)
     return [dict(zip(_CONTEXT_FIELDS, row, strict=True)) for row in reversed(rows)]
@@ -806,6 +822,7 @@ def _ping_workers(timeout: float, deadline: float) -> str:
     def ping() -> None:
         try:
             replies = celery_app.control.ping(timeout=timeout)
+            assert replies is not None  # ping broadcasts with reply=True: a list, maybe empty
             answered = time.monotonic()
             names = [name for reply in replies if isinstance(reply, dict) for name in reply]
             _WORKERS_LAST_ANSWER.update(dict.fromkeys(names, answered))

@@ -21,7 +21,7 @@ from memory_app.auth import generate_key, key_digest, key_prefix
 from memory_app.events import event_record
 from memory_app.memory_config import parse_config
 from memory_app.models import ApiKey, CompactionRun, MemoryEvent, MemoryType, Message, Session, Team, WebhookDelivery
-from memory_app.selectors import latest_done_run
+from memory_app.selectors import column, latest_done_run
 from memory_client.vocabulary.messages import MESSAGE_FIELDS
 from memsite.errors import Conflict, InvalidInput, MessageIdReused, NotFound
 
@@ -306,7 +306,7 @@ def _numbered_insert_sql(count: int, attnames: tuple[str, ...]) -> str:
         f"s.last_seq - v.{name}" if field.attname == "seq" else f"v.{name}"
         for field, name in zip(fields, names, strict=True)
     )
-    columns = ", ".join(quote(field.column) for field in fields)
+    columns = ", ".join(quote(column(field)) for field in fields)
     # Table and column names come from the models; every value is a parameter.
     return (
         f"WITH s AS ({_RESERVE_SQL}), "  # noqa: S608

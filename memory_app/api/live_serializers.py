@@ -36,7 +36,10 @@ class WebhookInputSerializer(serializers.Serializer):
 
 
 class WebhookOutputSerializer(serializers.ModelSerializer):
-    secret = serializers.SerializerMethodField(help_text="Masked: the full secret is shown only at creation.")
+    # Typed as any field: WebhookCreatedSerializer declares it again as a CharField.
+    secret: serializers.Field = serializers.SerializerMethodField(
+        help_text="Masked: the full secret is shown only at creation."
+    )
 
     class Meta:
         model = Webhook

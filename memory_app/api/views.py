@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.http import HttpResponse, HttpResponseBase
@@ -16,8 +17,8 @@ from rest_framework.views import APIView
 from memory_app import agent_memory_selectors, compaction, llm_usage, selectors, services
 from memory_app.api import serializers as s
 from memory_app.api.idempotent import KEY_PARAMETER, idempotent_write
-from memory_app.models import CompactionRun, Session, Team
-from memory_app.permissions import require_admin
+from memory_app.models import ApiKey, CompactionRun, Session, Team
+from memory_app.permissions import request_api_key, require_admin
 from memory_app.throttles import LLMEndpointThrottle
 
 
@@ -25,8 +26,12 @@ class TeamScopedView(APIView):
     """Every query starts from the team of the key that made the request."""
 
     @property
+    def api_key(self) -> ApiKey:
+        return request_api_key(self.request)
+
+    @property
     def team(self) -> Team:
-        return self.request.auth.team
+        return self.api_key.team
 
     def get_session(self) -> Session:
         return selectors.session_get(team=self.team, session_id=self.kwargs["session_id"])
@@ -144,7 +149,7 @@ class MessageListCreateView(TeamScopedView):
         '(`{"messages": [...]}`). Re-sending messages with the same client-chosen '
         "`message_id`s returns the stored ones with 200.",
     )
-    def post(self, request: Request, session_id: str) -> Response:
+    def post(self, request: Request, session_id: uuid.UUID) -> Response:  # the URL's <uuid:session_id>
         # The session is not read first: the append checks the team as it writes (one
         # statement on PostgreSQL). A bad body still answers 404 for an unknown session.
         try:
@@ -220,7 +225,7 @@ class ContextView(TeamScopedView):
         context = selectors.context_build(session=session, last=query.get("last"), max_tokens=query.get("max_tokens"))
         llm_usage.context_served_record(
             session=session,
-            agent=query.get("agent") or request.auth.agent_name or session.agent_name,
+            agent=query.get("agent") or self.api_key.agent_name or session.agent_name,
             served_tokens=context.token_count,
         )
         return Response({"messages": context.messages, "token_count": context.token_count})
