@@ -41,6 +41,7 @@ test: $(STAMP) $(MARSYS_STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy memsite memory_app experiences_app memory_client
 	$(BIN)/lint-imports
 	$(BIN)/python manage.py makemigrations --check --dry-run
 

@@ -35,6 +35,7 @@ class ExperienceForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        assert data is not None  # ModelForm.clean returns cleaned_data (the stub allows an override's None)
         who = [line for line in (data.get("who_text") or "").splitlines() if line.strip()]
         exp_id = self.instance.exp_id if self.instance.pk else data.get("exp_id")
         try:
@@ -51,7 +52,7 @@ class ExperienceForm(forms.ModelForm):
 
 class RevisionInline(admin.TabularInline):
     model = ExperienceRevision
-    fields = ["number", "status", "changed_by", "note", "created_at"]
+    fields = ("number", "status", "changed_by", "note", "created_at")  # a tuple, so readonly_fields can share it
     readonly_fields = fields
     extra = 0
     can_delete = False

@@ -250,7 +250,8 @@ def experience_usage(
         .values_list("created_at", "candidates", "selected")
         .iterator(chunk_size=2000)
     )
-    counts: dict[str, Counter[str]] = {name: Counter() for name in ExperienceUsage.__dataclass_fields__}
+    # Keyed by the stored JSON's exp_id, None where a candidate lacks one.
+    counts: dict[str, Counter[str | None]] = {name: Counter() for name in ExperienceUsage.__dataclass_fields__}
     for created_at, candidates, selected in rows:
         recent = created_at >= week_start
         offered = {c.get("exp_id") for c in candidates or [] if isinstance(c, dict)}

@@ -153,7 +153,7 @@ def experience_update(*, experience: Experience, data: Mapping[str, Any], actor:
     if not content_changed and not status_changed:
         return experience
     experience.who, experience.when, experience.what = clean.who, clean.when, clean.what
-    if status_changed:
+    if status_changed and status is not None:  # status_changed implies a status: for the type checker
         _set_status(experience, status, actor=actor)
         if status == Status.DRAFT:
             experience.reviewer, experience.reviewed_at = "", None
@@ -335,7 +335,7 @@ def experience_select(
     if session is not None:
         context = selectors.session_role_context(session=session, role=role)
     context = _clip_context(context or "", settings.EXPERIENCE_CONTEXT_MAX_CHARS)
-    empty = {"role": role, "query": query, "context": context, "selected": [], "prompt_text": ""}
+    empty: dict[str, Any] = {"role": role, "query": query, "context": context, "selected": [], "prompt_text": ""}
     if not selectors.config_uses_experience(config, role):
         return SelectionResult(
             **empty, use_experience=False, skipped=f"use_experience is false for role {role!r}", candidates=[]

@@ -194,7 +194,7 @@ def _save(request: HttpRequest, team: Team, teams: list[Team], experience: Exper
     raw = {name: request.POST.get(name, "") for name in FORM_FIELDS}
     form = ExperienceForm(request.POST)
     if not form.is_valid():
-        errors = {name: list(problems) for name, problems in form.errors.items()}
+        errors = {name: [str(problem) for problem in problems] for name, problems in form.errors.items()}
         return _render_form(request, team, teams, experience=experience, raw=raw, errors=errors, status=400)
     values, note = form.values(), form.cleaned_data["note"]
     actor = services.actor_label(user=request.user)

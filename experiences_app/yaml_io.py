@@ -269,8 +269,8 @@ def _parse(name: str, data: bytes) -> tuple[ExperienceData, int | None]:
     when, what = value.get("when"), value.get("what")
     if LEGACY_TEXT_FIELD in value:
         if "when" in value or "what" in value:
-            line = lines.get(LEGACY_TEXT_FIELD)
-            raise fail(f"{LEGACY_TEXT_FIELD!r} (legacy) cannot be combined with 'when'/'what'", line)
+            legacy_line = lines.get(LEGACY_TEXT_FIELD)
+            raise fail(f"{LEGACY_TEXT_FIELD!r} (legacy) cannot be combined with 'when'/'what'", legacy_line)
         # Backward compatibility (`experience_text`): the legacy text is both the criteria and the instructions.
         when = what = value[LEGACY_TEXT_FIELD]
     if "exp_id" not in value:

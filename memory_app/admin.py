@@ -7,6 +7,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin.models import DELETION, LogEntry
 from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse
@@ -77,13 +78,17 @@ class TeamAdmin(admin.ModelAdmin):
         counts = tenancy_selectors.team_row_counts(team_ids=[team.pk for team in teams])
         return [str(team) for team in teams], counts, set(), []
 
-    def log_deletions(self, request: HttpRequest, queryset: Any) -> None:
+    def log_deletions(self, request: HttpRequest, queryset: Any) -> list[LogEntry]:
         """Logged by `_log_team_deletion` after the delete instead: the default entry would keep
         the team's name, and `team_delete` removes every log line about the team's rows."""
+        return []
 
     def _log_team_deletion(self, request: HttpRequest, team_pk: int) -> None:
+        user_id = request.user.pk
+        if user_id is None:  # the admin lets only logged-in staff in
+            raise PermissionDenied("Only a logged-in admin user can delete a team.")
         LogEntry.objects.create(
-            user_id=request.user.pk,
+            user_id=user_id,
             content_type=ContentType.objects.get_for_model(Team),
             object_id=str(team_pk),
             object_repr=f"team #{team_pk}",
@@ -141,11 +146,11 @@ class ApiKeyAdmin(admin.ModelAdmin):
     search_fields = ["prefix", "name", "agent_name", "team__name"]
     list_select_related = ["team"]
     # `digest` is in neither list: it is never rendered, not even read-only.
-    fields = ["team", "name", "role", "agent_name"]
+    fields = ("team", "name", "role", "agent_name")
     actions = ["revoke_selected"]
 
-    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
-        return self.fields if obj is None else ["prefix", *self.fields, "created_at", "revoked_at"]
+    def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> tuple[str, ...]:
+        return self.fields if obj is None else ("prefix", *self.fields, "created_at", "revoked_at")
 
     def has_change_permission(self, request: HttpRequest, obj: ApiKey | None = None) -> bool:
         # No service edits a key: once made it can only be revoked (an action on the list),
@@ -211,7 +216,8 @@ class SessionAdmin(ReadOnlyAdmin):
     search_fields = ["=id", "external_id", "system_prompt"]
     list_select_related = ["team"]
     date_hierarchy = "created_at"
-    fields = [
+    # A tuple, so readonly_fields can share it (typed, a list of names would not fit both options).
+    fields = (
         "id",
         "team",
         "external_id",
@@ -225,7 +231,7 @@ class SessionAdmin(ReadOnlyAdmin):
         "last_seq",
         "created_at",
         "updated_at",
-    ]
+    )
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Session]:

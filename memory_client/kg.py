@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import httpx
 
@@ -294,8 +294,9 @@ class RemoteKGMemory(SessionBound):
                 role=role,
                 content=content,
                 name=name,
-                tool_calls=tool_calls,
-                agent_calls=agent_calls,
+                # Dicts too: Message.__post_init__ converts them to ToolCallMsg/AgentCallMsg, as marsys does.
+                tool_calls=cast("list[ToolCallMsg] | None", tool_calls),
+                agent_calls=cast("list[AgentCallMsg] | None", agent_calls),
                 images=images,
                 tool_call_id=tool_call_id,
             )

@@ -15,7 +15,7 @@ import logging
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import httpx
 
@@ -259,8 +259,9 @@ class RemoteConversationMemory(SessionBound):
                 role=role,
                 content=content,
                 name=name,
-                tool_calls=tool_calls,
-                agent_calls=agent_calls,
+                # Dicts too: Message.__post_init__ converts them to ToolCallMsg/AgentCallMsg, as marsys does.
+                tool_calls=cast("list[ToolCallMsg] | None", tool_calls),
+                agent_calls=cast("list[AgentCallMsg] | None", agent_calls),
                 images=images,
                 tool_call_id=tool_call_id,
             )

@@ -98,7 +98,9 @@ class AgentCallMsg:
         return cls(agent_name=data.get("agent_name", ""), request=data.get("request"))
 
 
-def convert_calls(value: Any, kind: type, field: str, message_id: str | None) -> list[Any] | None:
+def convert_calls(
+    value: Any, kind: type[ToolCallMsg] | type[AgentCallMsg], field: str, message_id: str | None
+) -> list[Any] | None:
     """marsys's __post_init__ conversion: dicts become dataclasses, anything else is a MessageError."""
     if value is None:
         return None

@@ -94,6 +94,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 
 
 def _error_response(exc: Exception, context: dict[str, Any]) -> Response | None:
+    response: Response | None
     if isinstance(exc, DomainError):
         response = Response(_body(exc.code, exc.detail, exc.fields), status=_DOMAIN_STATUS.get(type(exc), 400))
         if isinstance(exc, BudgetExceeded):

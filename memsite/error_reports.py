@@ -9,6 +9,7 @@ environment, which under runserver is the whole of os.environ, and every frame's
 from __future__ import annotations
 
 import re
+from collections.abc import ItemsView
 from types import FrameType
 from typing import Any
 
@@ -57,8 +58,8 @@ class CredentialMaskingFilter(SafeExceptionReporterFilter):
         cleansed = super().cleanse_setting(key, value)
         return mask_url_credentials(cleansed) if isinstance(cleansed, str) else cleansed
 
-    def get_traceback_frame_variables(self, request: HttpRequest | None, tb_frame: FrameType) -> list[tuple[str, Any]]:
+    def get_traceback_frame_variables(self, request: HttpRequest | None, tb_frame: FrameType) -> ItemsView[str, Any]:
         # Masked on the printed form, so a URL inside any object (a dict, a connection's
         # repr) is caught; Django's own masking of decorated functions happens first.
         variables = super().get_traceback_frame_variables(request, tb_frame)
-        return [(name, _Shown(value)) for name, value in variables]
+        return {name: _Shown(value) for name, value in variables}.items()

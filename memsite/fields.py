@@ -81,7 +81,7 @@ class VerbatimJSONField(ReadableJSONMixin, models.JSONField):
     in that order, exactly as SQLite and the reference library return it.
     """
 
-    def db_type(self, connection: Any) -> str:
+    def db_type(self, connection: Any) -> str | None:
         if connection.vendor == "postgresql":
             return "json"
         return super().db_type(connection)

@@ -23,7 +23,10 @@ def _database_ok() -> tuple[bool, str]:
 def _broker_ok() -> tuple[bool, str]:
     try:
         with celery_app.connection_for_write() as conn:
-            conn.ensure_connection(max_retries=1, timeout=settings.BROKER_HEALTH_TIMEOUT)
+            conn.ensure_connection(
+                max_retries=1,
+                timeout=settings.BROKER_HEALTH_TIMEOUT,  # type: ignore[arg-type]  # kombu takes float seconds too
+            )
             transport = conn.transport_cls
     except Exception as exc:  # connection refused, DNS, timeout...
         return False, type(exc).__name__

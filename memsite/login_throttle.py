@@ -19,17 +19,20 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.models import AnonymousUser
 from django.core.cache import cache
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponseBase, HttpResponseRedirect
 
 log = logging.getLogger(__name__)
 
-ViewFunction = Callable[..., HttpResponse]
+# The throttled view answers with the kind of response the login view does: HttpResponse for the
+# admin site's login, HttpResponseBase for a class-based view's as_view().
+ResponseT = TypeVar("ResponseT", bound=HttpResponseBase)
+ViewFunction = Callable[..., ResponseT]
 
 
 @dataclass(frozen=True)
@@ -121,11 +124,11 @@ def forget_failures(count: FailureCount) -> None:
         log.warning("failed logins not cleared, the cache cannot be written: %s: %s", type(exc).__name__, exc)
 
 
-def throttle_failed_logins(login_view: ViewFunction) -> ViewFunction:
+def throttle_failed_logins(login_view: ViewFunction[ResponseT]) -> ViewFunction[ResponseT]:
     """`login_view`, with its failed POSTs counted and refused (429) over the limits."""
 
     @functools.wraps(login_view)
-    def throttled_login_view(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+    def throttled_login_view(request: HttpRequest, *args: object, **kwargs: object) -> ResponseT:
         if request.method != "POST":
             return login_view(request, *args, **kwargs)
         counts = failure_counts(request)
@@ -143,7 +146,9 @@ def throttle_failed_logins(login_view: ViewFunction) -> ViewFunction:
     return throttled_login_view
 
 
-def refusal(login_view: ViewFunction, request: HttpRequest, wait: int, *args: object, **kwargs: object) -> HttpResponse:
+def refusal(
+    login_view: ViewFunction[ResponseT], request: HttpRequest, wait: int, *args: object, **kwargs: object
+) -> ResponseT:
     """The login page with its empty form and a message, as 429: the view renders the same
     template it would for a visitor's GET, so the admin keeps its look and the dashboard its own."""
     messages.error(request, f"Too many failed logins. Try again in {_minutes(wait)}.")

@@ -170,11 +170,12 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname,
             "logger": record.name,
             "message": mask_secrets(record.getMessage()),
-            "request_id": record.request_id,
+            "request_id": record.request_id,  # type: ignore[attr-defined]  # set by ContextFilter
             "pid": record.process,
         }
-        if record.task_id:
-            entry["task_id"], entry["task_name"] = record.task_id, record.task_name
+        if record.task_id:  # type: ignore[attr-defined]  # set by ContextFilter
+            entry["task_id"] = record.task_id  # type: ignore[attr-defined]  # set by ContextFilter
+            entry["task_name"] = record.task_name  # type: ignore[attr-defined]  # set by ContextFilter
         for key, value in vars(record).items():
             if key in _RECORD_FIELDS or key in entry or key in ("task_id", "task_name"):
                 continue

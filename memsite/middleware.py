@@ -128,7 +128,7 @@ class RequestIdMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         request_id = logs.sane_request_id(request.headers.get("X-Request-ID"))
-        request.request_id = request_id
+        request.request_id = request_id  # type: ignore[attr-defined]  # our own attribute on the request
         # Not reset on the way out: Django logs 4xx/5xx answers after the middleware chain
         # returns; `request_finished` clears it (memsite.logs.clear_context).
         logs.request_id_var.set(request_id)

@@ -51,6 +51,8 @@ class BoundedSafeLoader(yaml.SafeLoader):
             self._depth -= 1
             if anchor is not None:
                 self._open_anchors.pop()
+        # PyYAML's compose_node returns a node or raises (its stub says `Node | None`).
+        assert node is not None
         if is_alias:
             self._alias_nodes += self._expanded_size(node)
             if self._alias_nodes > MAX_ALIAS_NODES:

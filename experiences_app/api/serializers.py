@@ -114,7 +114,7 @@ class ExportQuerySerializer(serializers.Serializer):
 class SelectInputSerializer(serializers.Serializer):
     role = serializers.CharField(max_length=200)
     query = serializers.CharField(max_length=MAX_QUERY_CHARS, trim_whitespace=False)
-    context = serializers.CharField(
+    context = serializers.CharField(  # type: ignore[assignment]  # a DRF declared field, not Field.context
         required=False, allow_blank=True, trim_whitespace=False, max_length=MAX_CONTEXT_CHARS
     )
     session_id = serializers.UUIDField(required=False)
@@ -140,7 +140,9 @@ class SelectedSerializer(serializers.Serializer):
 class SelectOutputSerializer(serializers.Serializer):
     role = serializers.CharField()
     query = serializers.CharField()
-    context = serializers.CharField(allow_blank=True)
+    context = serializers.CharField(  # type: ignore[assignment]  # a DRF declared field, not Field.context
+        allow_blank=True
+    )
     use_experience = serializers.BooleanField()
     skipped = serializers.CharField(allow_blank=True, help_text="Why no LLM was asked; empty when one was.")
     candidates = CandidateSerializer(many=True)

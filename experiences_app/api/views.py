@@ -33,7 +33,7 @@ class ExperiencePagination(LimitOffsetPagination):
 class ExperiencesView(TeamScopedView):
     @property
     def actor(self) -> str:
-        return services.actor_label(api_key=self.request.auth)
+        return services.actor_label(api_key=self.api_key)
 
     def get_experience(self) -> Experience:
         return selectors.experience_get(team=self.team, exp_id=self.kwargs["exp_id"])

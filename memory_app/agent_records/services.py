@@ -367,7 +367,7 @@ def _taken_ids(memory: AgentMemory) -> set[str]:
 
 
 @transaction.atomic
-def agent_memory_replace(*, session: Session, agent: str, document: dict[str, Any]) -> AgentMemory:
+def agent_memory_replace(*, session: Session, agent: str, document: Any) -> AgentMemory:
     """PUT: the agent's memory becomes `document`. Archived entries are kept (their ids stay taken)."""
     validate_agent(agent)
     validate_document(document, agent=agent)
@@ -413,7 +413,7 @@ def _with_defaults(
 
 
 @transaction.atomic
-def agent_memory_entry_append(*, session: Session, agent: str, kind: str, entry: dict[str, Any]) -> AgentMemoryEntry:
+def agent_memory_entry_append(*, session: Session, agent: str, kind: str, entry: Any) -> AgentMemoryEntry:
     """POST one discovery/attempt/decision; the server assigns the next `<kind>-NNN` id.
 
     An attempt recorded at its start needs no result yet: it is `in_progress` until completed.
@@ -435,9 +435,7 @@ def agent_memory_entry_append(*, session: Session, agent: str, kind: str, entry:
 
 
 @transaction.atomic
-def agent_memory_attempt_complete(
-    *, session: Session, agent: str, attempt_id: str, changes: dict[str, Any]
-) -> AgentMemoryEntry:
+def agent_memory_attempt_complete(*, session: Session, agent: str, attempt_id: str, changes: Any) -> AgentMemoryEntry:
     """PATCH: record an attempt's outcome (result, output/error, lessons, artifacts, ...)."""
     memory = _locked_memory(session=session, agent=agent, create=False)
     row = AgentMemoryEntry.objects.filter(

@@ -10,15 +10,20 @@ from rest_framework.views import APIView
 
 from memory_app.conversations import selectors
 from memory_app.conversations.models import Session
-from memory_app.tenancy.models import Team
+from memory_app.tenancy.models import ApiKey, Team
+from memory_app.tenancy.permissions import request_api_key
 
 
 class TeamScopedView(APIView):
     """Every query starts from the team of the key that made the request."""
 
     @property
+    def api_key(self) -> ApiKey:
+        return request_api_key(self.request)
+
+    @property
     def team(self) -> Team:
-        return self.request.auth.team
+        return self.api_key.team
 
     def get_session(self) -> Session:
         return selectors.session_get(team=self.team, session_id=self.kwargs["session_id"])

@@ -45,6 +45,7 @@ def idempotent_write(
     if raw_key is None:
         return write()
     key = idempotency.validate_key(raw_key)
+    assert request.method is not None  # None only on an HttpRequest built by hand, never in a view
     fingerprint = idempotency.request_fingerprint(method=request.method, path=request.path, data=request.data)
     stored = idempotency.idempotency_lookup(team=team, key=key, fingerprint=fingerprint)
     if stored is not None:

@@ -40,7 +40,7 @@ class ErrorSerializer(serializers.Serializer):
 
     error = serializers.CharField(help_text="A stable code: `validation_error`, `not_found`, `conflict` ...")
     detail = serializers.CharField(help_text="A sentence for people.")
-    fields = serializers.DictField(
+    fields = serializers.DictField(  # type: ignore[assignment]  # a DRF declared field, not Serializer.fields
         child=serializers.ListField(child=serializers.CharField()),
         help_text='Problems by path of the offending field, e.g. `{"messages[1].role": ["..."]}`.',
     )

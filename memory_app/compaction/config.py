@@ -110,7 +110,7 @@ def _build(cls: type, data: Any, path: str, errors: dict[str, list[str]]) -> Any
     for name in names & set(data):
         sub = f"{path}.{name}" if path else name
         hint = hints[name]
-        if dataclasses.is_dataclass(hint):
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
             values[name] = _build(hint, data[name], sub, errors)
         elif _type_ok(data[name], hint) and _too_large(data[name]):
             errors[sub] = [f"must be at most {MAX_SETTING_INT}"]

@@ -13,6 +13,15 @@ from memory_app.conversations.models import Message, Session
 from memsite.errors import NotFound
 
 
+def covered_through(run: CompactionRun | None) -> int:
+    """The last seq a done run's summary stands for; 0 without a done run (nothing summarised)."""
+    if run is None:
+        return 0
+    if run.covered_to_seq is None:  # set in the same write that marks a run done
+        raise ValueError(f"compaction {run.pk} is done but covers no range")
+    return run.covered_to_seq
+
+
 def latest_done_run(session_id: Any) -> CompactionRun | None:
     """The compaction whose summary the active context starts from (reverted ones excluded)."""
     return (

@@ -25,7 +25,7 @@ from memory_app.compaction import config as memory_config
 from memory_app.compaction import processors as ctx
 from memory_app.compaction import prompt as summary_prompt
 from memory_app.compaction.models import CompactionRun
-from memory_app.compaction.selectors import latest_done_run
+from memory_app.compaction.selectors import covered_through, latest_done_run
 from memory_app.conversations import counting
 from memory_app.conversations.models import Message, Session
 from memory_app.events.models import MemoryEvent
@@ -188,7 +188,7 @@ class Plan:
 
 def _plan(run: CompactionRun, config: memory_config.ManagedMemoryConfig) -> Plan | None:
     previous = latest_done_run(run.session_id)
-    after = previous.covered_to_seq if previous else 0
+    after = covered_through(previous)
     messages = _messages_after(run.session_id, after)
     grace = config.active_context.summarization.grace_recent_messages
     if run.trigger == CompactionRun.Trigger.PAYLOAD_ERROR:
@@ -323,7 +323,7 @@ def _write_summary(
         locked = Session.objects.select_for_update().get(pk=session.pk)
         current = CompactionRun.objects.select_for_update().get(pk=run.pk)
         previous = latest_done_run(session.pk)
-        after = plan.previous.covered_to_seq if plan.previous else 0
+        after = covered_through(plan.previous)
         if current.status != Status.RUNNING or current.attempts != run.attempts:
             return "superseded"  # the sweeper re-queued it and another attempt owns it now
         if (previous.pk if previous else None) != (plan.previous.pk if plan.previous else None) or _fingerprint(

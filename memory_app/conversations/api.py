@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.http import HttpResponse, HttpResponseBase
@@ -127,7 +128,7 @@ class MessageListCreateView(TeamScopedView):
         '(`{"messages": [...]}`). Re-sending messages with the same client-chosen '
         "`message_id`s returns the stored ones with 200.",
     )
-    def post(self, request: Request, session_id: str) -> Response:
+    def post(self, request: Request, session_id: uuid.UUID) -> Response:  # the URL's <uuid:session_id>
         # The session is not read first: the append checks the team as it writes (one
         # statement on PostgreSQL). A bad body still answers 404 for an unknown session.
         try:
@@ -203,7 +204,7 @@ class ContextView(TeamScopedView):
         context = selectors.context_build(session=session, last=query.get("last"), max_tokens=query.get("max_tokens"))
         llm_usage.context_served_record(
             session=session,
-            agent=query.get("agent") or request.auth.agent_name or session.agent_name,
+            agent=query.get("agent") or self.api_key.agent_name or session.agent_name,
             served_tokens=context.token_count,
         )
         return Response({"messages": context.messages, "token_count": context.token_count})

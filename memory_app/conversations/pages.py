@@ -212,10 +212,12 @@ def _part_pieces(part: Any) -> list[Piece]:
         image = part.get("image_url")
         return [image_piece(image.get("url") if isinstance(image, dict) else image)]
     if kind == "input_audio":
-        audio = part.get("input_audio") if isinstance(part.get("input_audio"), dict) else {}
+        audio = part.get("input_audio")
+        audio = audio if isinstance(audio, dict) else {}
         return [Piece("note", text=f"audio ({audio.get('format') or 'unknown format'})")]
     if kind == "file":
-        file = part.get("file") if isinstance(part.get("file"), dict) else {}
+        file = part.get("file")
+        file = file if isinstance(file, dict) else {}
         return [Piece("note", text=f"file: {file.get('filename') or file.get('file_id') or 'unnamed'}")]
     return [Piece("json", text=pretty_json(part))]
 
@@ -248,7 +250,8 @@ def _pretty_arguments(arguments: Any) -> str:
 def _tool_call_view(call: Any) -> ToolCallView | None:
     if not isinstance(call, dict) or not isinstance(call.get("id"), str):
         return None
-    function = call.get("function") if isinstance(call.get("function"), dict) else {}
+    function = call.get("function")
+    function = function if isinstance(function, dict) else {}
     return ToolCallView(
         call_id=call["id"],
         name=str(function.get("name") or "?"),
@@ -308,7 +311,9 @@ def build_timeline(*, session: Session, messages: list[Message]) -> list[Message
     orphans = [view for view in views if view.message.role == Message.Role.TOOL and view.message.tool_call_id]
     if orphans:
         refs = selectors.tool_calls_before(
-            session=session, before_seq=messages[0].seq, call_ids={view.message.tool_call_id for view in orphans}
+            session=session,
+            before_seq=messages[0].seq,
+            call_ids={view.message.tool_call_id for view in orphans if view.message.tool_call_id},
         )
         for view in orphans:
             view.answers = refs.get(view.message.tool_call_id or "")

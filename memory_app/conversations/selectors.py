@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Count, F, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models import Field as ModelField
+from django.db.models.base import Model
 from django.db.models.functions import Coalesce
 
 from memory_app.compaction import config as memory_config
@@ -27,6 +28,23 @@ from memory_client.vocabulary.messages import MESSAGE_FIELDS, to_openai_message
 from memsite.errors import InvalidInput, NotFound
 
 EXPORT_FIELDS = MESSAGE_FIELDS
+
+
+def concrete_field(model: type[Model], name: str) -> ModelField:
+    """The field `name` of `model`, which hand-written SQL reads: a field, not a reverse relation."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, ModelField):
+        raise TypeError(f"{model.__name__}.{name} is a relation, not a field with a column")
+    return field
+
+
+def column(field: ModelField) -> str:
+    """A concrete field's column: Django sets one on every concrete field (the stub says `str | None`)."""
+    if field.column is None:
+        raise TypeError(f"{field} has no column")
+    return field.column
+
+
 _CONTEXT_FIELDS = ("seq", "role", "content", "name", "tool_calls", "tool_call_id", "images", "token_count")
 
 
@@ -57,7 +75,7 @@ def _select(sql: str, params: Sequence[Any], fields: Sequence[ModelField]) -> li
 
 @functools.cache
 def _session_sql() -> str:
-    columns = ", ".join(connection.ops.quote_name(field.column) for field in Session._meta.concrete_fields)
+    columns = ", ".join(connection.ops.quote_name(column(field)) for field in Session._meta.concrete_fields)
     return f"SELECT {columns} FROM {connection.ops.quote_name(Session._meta.db_table)} WHERE id = %s AND team_id = %s"  # noqa: S608
 
 
@@ -147,7 +165,7 @@ class Context:
 @functools.cache
 def _newest_sql() -> str:
     quote = connection.ops.quote_name
-    columns = ", ".join(quote(Message._meta.get_field(name).column) for name in _CONTEXT_FIELDS)
+    columns = ", ".join(quote(column(concrete_field(Message, name))) for name in _CONTEXT_FIELDS)
     return (
         f"SELECT {columns} FROM {quote(Message._meta.db_table)} "  # noqa: S608
         "WHERE session_id = %s AND seq > %s ORDER BY seq DESC LIMIT %s"
@@ -157,7 +175,7 @@ def _newest_sql() -> str:
 def _newest(session: Session, *, after: int, limit: int) -> list[dict[str, Any]]:
     """Up to `limit` newest messages with seq > after, oldest first (reads the window only,
     backwards along the (session, seq) index)."""
-    fields = [Message._meta.get_field(name) for name in _CONTEXT_FIELDS]
+    fields = [concrete_field(Message, name) for name in _CONTEXT_FIELDS]
     session_pk = Session._meta.pk.get_db_prep_value(session.pk, connection)
     rows = _select(_newest_sql(), [session_pk, after, limit], fields)
     return [dict(zip(_CONTEXT_FIELDS, row, strict=True)) for row in reversed(rows)]

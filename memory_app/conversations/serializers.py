@@ -152,7 +152,9 @@ class SparseValidationMixin:
         return super()._read_only_defaults()  # type: ignore[misc]
 
 
-class MessageInputSerializer(SparseValidationMixin, serializers.Serializer):
+class MessageInputSerializer(  # type: ignore[misc]  # DRF's _writable_fields is a generator (stub: list)
+    SparseValidationMixin, serializers.Serializer
+):
     """One message in OpenAI chat format plus the multi-agent fields (agent_calls, structured_data, send_from, ...)."""
 
     message_id = serializers.UUIDField(required=False, help_text="Client-chosen id; makes retries idempotent.")
@@ -177,6 +179,7 @@ class MessageInputSerializer(SparseValidationMixin, serializers.Serializer):
             try:
                 _check_image(ref)
             except serializers.ValidationError as exc:
+                assert isinstance(exc.detail, list)  # _check_image raises ValidationError(str): a one-item list
                 errors[index] = [str(exc.detail[0])]
         if errors:
             raise serializers.ValidationError([errors.get(i, []) for i in range(len(value))])
@@ -369,6 +372,8 @@ class ImportSerializer(serializers.Serializer):
             offset = len(value) - len(body)
             errors = batch.errors
             indexed = errors.items() if isinstance(errors, dict) else enumerate(errors)  # DRF >= 3.16 uses dicts
-            raise serializers.ValidationError({offset + int(i): e for i, e in indexed if e})
+            raise serializers.ValidationError(
+                {offset + int(i): e for i, e in indexed if e}  # type: ignore[misc]  # int keys like DRF's (stub: str)
+            )
         head = value[: len(value) - len(body)]
         return head + list(batch.validated_data)

@@ -20,7 +20,7 @@ from memory_app.compaction.models import CompactionRun
 from memory_app.compaction.selectors import latest_done_run
 from memory_app.conversations import counting
 from memory_app.conversations.models import MemoryType, Message, Session
-from memory_app.conversations.selectors import TOOL_CALL_LOOKBACK
+from memory_app.conversations.selectors import TOOL_CALL_LOOKBACK, column
 from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
 from memory_app.facts import extraction as fact_extraction
@@ -235,7 +235,7 @@ def _numbered_insert_sql(count: int, attnames: tuple[str, ...]) -> str:
         f"s.last_seq - v.{name}" if field.attname == "seq" else f"v.{name}"
         for field, name in zip(fields, names, strict=True)
     )
-    columns = ", ".join(quote(field.column) for field in fields)
+    columns = ", ".join(quote(column(field)) for field in fields)
     # Table and column names come from the models; every value is a parameter.
     return (
         f"WITH s AS ({_RESERVE_SQL}), "  # noqa: S608

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
 
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -15,6 +15,7 @@ from drf_spectacular.utils import (
 from rest_framework import serializers, status
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -38,13 +39,14 @@ class JSONErrorsNegotiation(BaseContentNegotiation):
     whatever comes back rendered is an error, and errors are JSON whatever Accept asks for,
     so `Accept: text/event-stream` never gets a 406."""
 
-    def select_parser(self, request: Request, parsers: list[Any]) -> Any:
-        return parsers[0] if parsers else None
+    def select_parser(self, request: Request, parsers: Iterable[BaseParser]) -> BaseParser | None:
+        return next(iter(parsers), None)
 
     def select_renderer(
-        self, request: Request, renderers: list[BaseRenderer], format_suffix: str | None = None
+        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
     ) -> tuple[BaseRenderer, str]:
-        return renderers[0], renderers[0].media_type
+        renderer = next(iter(renderers))
+        return renderer, renderer.media_type
 
 
 def _resume_point(request: Request, after: int | None) -> int:
@@ -131,7 +133,7 @@ class WebhookListCreateView(TeamScopedView):
         serializer = ls.WebhookInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         webhook, secret = webhooks.webhook_create(
-            team=self.team, actor=f"key:{request.auth.prefix}", **serializer.validated_data
+            team=self.team, actor=f"key:{self.api_key.prefix}", **serializer.validated_data
         )
         data = ls.WebhookOutputSerializer(webhook).data
         data["secret"] = secret

@@ -36,7 +36,10 @@ class WebhookInputSerializer(serializers.Serializer):
 
 
 class WebhookOutputSerializer(serializers.ModelSerializer):
-    secret = serializers.SerializerMethodField(help_text="Masked: the full secret is shown only at creation.")
+    # Typed as any field: WebhookCreatedSerializer declares it again as a CharField.
+    secret: serializers.Field = serializers.SerializerMethodField(
+        help_text="Masked: the full secret is shown only at creation."
+    )
 
     class Meta:
         model = Webhook
@@ -86,7 +89,9 @@ class DeliveryQuerySerializer(serializers.Serializer):
 class MemoryEventSerializer(serializers.ModelSerializer):
     # null for team-wide events (a team-wide fact invalidated)
     session_id = serializers.UUIDField(read_only=True, allow_null=True)
-    data = serializers.JSONField(read_only=True)
+    data = serializers.JSONField(  # type: ignore[assignment]  # a DRF declared field, not Serializer.data
+        read_only=True
+    )
 
     class Meta:
         model = MemoryEvent

@@ -69,7 +69,7 @@ class FactListCreateView(FactsView):
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
         data["session"] = self.session_or_none(data.get("session"))
-        fact, created = facts.fact_add(team=self.team, **data, curated=request.auth.role == ApiKey.Role.ADMIN)
+        fact, created = facts.fact_add(team=self.team, **data, curated=self.api_key.role == ApiKey.Role.ADMIN)
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
         return Response(fs.FactOutputSerializer(fact).data, status=code)
 

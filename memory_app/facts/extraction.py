@@ -199,6 +199,8 @@ def _plan(run: FactExtractionRun) -> Plan | None:
     if run.trigger == Trigger.TEXT:
         return _text_plan(run)
     if run.trigger == Trigger.AUTO and run.to_seq is None:
+        if run.session_id is None:  # an automatic run is always a session's
+            raise ValueError(f"automatic extraction {run.pk} has no session")
         session = Session.objects.select_for_update().get(pk=run.session_id)  # orders range-taking
         first, last = _auto_cursor(run.session_id, exclude=run.pk) + 1, session.last_seq
         if last < first:
@@ -232,7 +234,7 @@ def _read_plan(run: FactExtractionRun) -> Plan:
     """The input of a run whose range is already fixed (for accepting an edited answer)."""
     if run.trigger == Trigger.TEXT:
         return _text_plan(run)
-    if run.to_seq is None:
+    if run.to_seq is None or run.session_id is None:  # only a text run has no session
         return Plan(lines=[], sources=[])
     rows = Message.objects.filter(session_id=run.session_id, seq__gte=run.from_seq or 1, seq__lte=run.to_seq)
     return _plan_of(

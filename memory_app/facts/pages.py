@@ -372,7 +372,7 @@ def fact_extraction_accept(request: HttpRequest, run_id: uuid.UUID, *, team: Tea
     run = _team_run(team, run_id)
     form = AcceptForm(request.POST)
     if not form.is_valid():
-        error = "; ".join(message for messages in form.errors.values() for message in messages)
+        error = "; ".join(str(message) for messages in form.errors.values() for message in messages)
         return _render_run(request, team, teams, run, edited=request.POST.get("output", ""), error=error, status=400)
     try:
         accepted = fact_extraction.fact_extraction_accept(run=run, output=form.cleaned_data["output"])

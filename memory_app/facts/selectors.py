@@ -100,8 +100,8 @@ def fact_graph(
     frontier, visited = {start}, {start}
     for _ in range(depth):
         keys = [term_key(term) for term in frontier]
-        rows = scope.filter(Q(subject_key__in=keys) | Q(object_key__in=keys)).order_by("-created_at")
-        rows = rows.exclude(pk__in=seen_edges).values(
+        matching = scope.filter(Q(subject_key__in=keys) | Q(object_key__in=keys)).order_by("-created_at")
+        rows = matching.exclude(pk__in=seen_edges).values(
             "id", "subject", "subject_norm", "predicate", "object", "object_norm"
         )[: MAX_GRAPH_EDGES - len(graph.edges) + 1]
         reached: set[str] = set()

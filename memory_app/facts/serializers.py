@@ -129,12 +129,12 @@ class FactGraphQuerySerializer(serializers.Serializer):
 
 class GraphNodeSerializer(serializers.Serializer):
     id = serializers.CharField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a DRF declared field, not Field.label
 
 
 class GraphEdgeSerializer(serializers.Serializer):
     id = serializers.UUIDField()
-    source = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]  # a DRF declared field, not Field.source
     target = serializers.CharField()
     predicate = serializers.CharField()
 

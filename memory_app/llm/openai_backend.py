@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import time
+from typing import Any
 
 import openai
 from django.conf import settings
@@ -48,7 +49,7 @@ class OpenAIBackend:
 
     def complete(self, request: ChatRequest) -> LLMResult:
         started = time.monotonic()
-        kwargs: dict[str, object] = {"model": self.model, "messages": request.messages}
+        kwargs: dict[str, Any] = {"model": self.model, "messages": request.messages}
         if request.max_tokens:
             kwargs["max_tokens"] = request.max_tokens
         if request.json_object:

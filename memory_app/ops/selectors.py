@@ -202,6 +202,7 @@ def _ping_workers(timeout: float, deadline: float) -> str:
     def ping() -> None:
         try:
             replies = celery_app.control.ping(timeout=timeout)
+            assert replies is not None  # ping broadcasts with reply=True: a list, maybe empty
             answered = time.monotonic()
             names = [name for reply in replies if isinstance(reply, dict) for name in reply]
             _WORKERS_LAST_ANSWER.update(dict.fromkeys(names, answered))

@@ -3,6 +3,7 @@ validate -> call a service or selector -> serialize."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -147,7 +148,7 @@ class SharedMemoryView(TeamScopedView):
             content=data["content"],
             scope=data["scope"],
             round_=round_,
-            created_by=data.get("created_by", request.auth.agent_name or ""),
+            created_by=data.get("created_by", self.api_key.agent_name or ""),
             entry_id=data.get("id"),
         )
         code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
@@ -159,7 +160,7 @@ class FormatFirstNegotiation(DefaultContentNegotiation):
     still gets YAML when it asks for it by name."""
 
     def select_renderer(
-        self, request: Request, renderers: list[BaseRenderer], format_suffix: str | None = None
+        self, request: Request, renderers: Iterable[BaseRenderer], format_suffix: str | None = None
     ) -> tuple[BaseRenderer, str]:
         wanted = format_suffix or request.query_params.get(self.settings.URL_FORMAT_OVERRIDE)
         for renderer in renderers if wanted else ():

@@ -19,7 +19,9 @@ class Round(models.Model):
     """One user query and the posts the roles exchanged to answer it."""
 
     # CREATED, FINISHED, FAILED: the round states the client speaks too.
-    State = models.TextChoices("State", [(state.upper(), (state, state)) for state in ROUND_STATES])
+    State = models.TextChoices(  # type: ignore[call-overload]  # functional API: members from the vocabulary
+        "State", [(state.upper(), (state, state)) for state in ROUND_STATES]
+    )
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="rounds")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="rounds")
@@ -30,6 +32,7 @@ class Round(models.Model):
     state = models.CharField(max_length=16, choices=State.choices, default=State.CREATED)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    posts_read: list[Message]  # not a column: the round's posts, set by round_selectors.attach_posts
 
     class Meta:
         constraints = [
@@ -70,7 +73,9 @@ class SharedMemoryEntry(models.Model):
     """
 
     # ROUND, CONVERSATION: the shared-memory scopes the client speaks too.
-    Scope = models.TextChoices("Scope", [(scope.upper(), (scope, scope)) for scope in SCOPES])
+    Scope = models.TextChoices(  # type: ignore[call-overload]  # functional API: members from the vocabulary
+        "Scope", [(scope.upper(), (scope, scope)) for scope in SCOPES]
+    )
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="shared_memory_entries")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="shared_memory_entries")

@@ -86,7 +86,8 @@ def scratch_settle(*, session_id: uuid.UUID, appended: Sequence[Message] = ()) -
     attached: list[int] = []
     for message_id, (meta, entries) in by_message.items():
         current = dict(meta) if isinstance(meta, dict) else {}
-        carried = current.get("scratch") if isinstance(current.get("scratch"), list) else []
+        scratch = current.get("scratch")
+        carried = scratch if isinstance(scratch, list) else []
         current["scratch"] = [entry.data for entry in entries] + list(carried)
         Message.objects.filter(pk=message_id).update(meta=current)
         if message_id in in_memory:

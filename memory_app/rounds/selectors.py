@@ -45,7 +45,7 @@ def attach_posts(rounds: Sequence[Round], *, role: str | None) -> None:
             "message", "position"
         ):
             attachments.setdefault(attachment.message_id, []).append(attachment)
-    by_round: dict[int, list[Message]] = {}
+    by_round: dict[int | None, list[Message]] = {}
     for message in messages:
         message.attachments_read = attachments.get(message.pk, [])
         by_round.setdefault(message.round_id, []).append(message)

@@ -127,7 +127,7 @@ class PostOutputSerializer(serializers.Serializer):
             "message_id": str(instance.pk),
             "seq": int(instance.seq),
             "role": instance.role,
-            "round": getattr(instance, "round_ref", None) or (instance.round.round_id if instance.round_id else None),
+            "round": getattr(instance, "round_ref", None) or (instance.round.round_id if instance.round else None),
         }
 
 

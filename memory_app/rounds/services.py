@@ -442,10 +442,10 @@ def conversation_import(*, team: Team, parsed: ParsedConversation) -> Session:
             _record_carried_entries(round_=round_, message=message, attachments=attachments)
         posts += len(appended)
     for entry in parsed.shared_memory:
-        round_ = by_id.get(entry["round"]) if entry["round"] else None
+        entry_round = by_id.get(entry["round"]) if entry["round"] else None
         _entry_insert(
             session=session,
-            round_=round_,
+            round_=entry_round,
             type=entry["type"],
             content=entry["content"],
             scope=entry["scope"],

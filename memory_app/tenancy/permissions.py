@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import NotAuthenticated, PermissionDenied
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
@@ -25,13 +25,22 @@ class HasTeamKey(BasePermission):
         return request.method in SAFE_METHODS or api_key.role != ApiKey.Role.READ
 
 
+def request_api_key(request: Request) -> ApiKey:
+    """The ApiKey that authenticated the request (memory_app.auth). HasTeamKey, the API's default
+    permission, already refused any request without one; a view that allows one gets a 401 here."""
+    api_key = request.auth
+    if not isinstance(api_key, ApiKey):
+        raise NotAuthenticated()
+    return api_key
+
+
 def require_admin(request: Request, what: str) -> None:
     """Team settings, curation and purges are for admin keys; agents hold read or write keys.
 
     Views call this after their lookup, so another team's ids still answer 404 (not 403).
     tests/security/test_key_roles.py lists which route and method needs which role.
     """
-    if request.auth.role != ApiKey.Role.ADMIN:
+    if request_api_key(request).role != ApiKey.Role.ADMIN:
         raise PermissionDenied(f"An admin key is required to {what}.")
 
 

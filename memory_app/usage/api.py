@@ -85,7 +85,7 @@ class FiguresSerializer(serializers.Serializer):
 
 class UsageGroupSerializer(serializers.Serializer):
     key = serializers.CharField(allow_null=True, help_text="Session id, agent name or purpose.")
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a DRF declared field, not Field.label
     figures = FiguresSerializer()
 
 

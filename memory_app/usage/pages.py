@@ -7,7 +7,9 @@ JavaScript): two bars per day, spent and saved, on one scale.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol, cast
 
 from django import forms
 from django.apps import apps
@@ -100,11 +102,21 @@ class HitRate:
         return round(100 * self.selected / self.candidate) if self.candidate else 0
 
 
+class _SelectionCounts(Protocol):
+    candidate_30d: int
+    selected_30d: int
+
+
+class _ExperiencesConfig(Protocol):
+    def experience_usage(self, *, team: Team) -> Mapping[str, _SelectionCounts]: ...
+
+
 def _hit_rates(team: Team) -> list[HitRate]:
     # Experiences are an app built on memory_app: asked through its app config, never imported.
     if not apps.is_installed("experiences_app"):
         return []
-    usage = apps.get_app_config("experiences_app").experience_usage(team=team)
+    config = cast(_ExperiencesConfig, apps.get_app_config("experiences_app"))  # its config defines the method
+    usage = config.experience_usage(team=team)
     rates = [HitRate(exp_id, u.candidate_30d, u.selected_30d) for exp_id, u in usage.items() if u.candidate_30d]
     return sorted(rates, key=lambda r: (-r.selected, -r.candidate, r.exp_id))
 

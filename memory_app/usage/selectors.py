@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, F, Q, QuerySet, Sum, Value
+from django.db.models import Count, F, Manager, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce, Greatest, TruncDate
 from django.utils import timezone
 
@@ -76,7 +76,7 @@ def default_range(now: datetime | None = None, days: int = 30) -> tuple[datetime
     return now - timedelta(days=days), now
 
 
-def _scoped(queryset: QuerySet, scope: UsageFilter) -> QuerySet:
+def _scoped(queryset: Manager | QuerySet, scope: UsageFilter) -> QuerySet:
     queryset = queryset.filter(team=scope.team, created_at__gte=scope.since, created_at__lt=scope.until)
     if scope.session is not None:
         queryset = queryset.filter(session=scope.session)
