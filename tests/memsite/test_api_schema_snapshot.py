@@ -1,8 +1,10 @@
 """The OpenAPI schema is what clients and external checks code against: it changes only on purpose.
 
-`api_schema.json` is the schema as served; a difference that is not a reordering fails here.
-After a deliberate API change, write the new copy with
-`python -m tests.memsite.test_api_schema_snapshot` and review its diff like code.
+`api_schema.<database>.json` is the schema as served on that database (integer bounds follow the
+database's column ranges: 32-bit on PostgreSQL, 64-bit on SQLite); a difference that is not a
+reordering fails here. After a deliberate API change, write the new copy with
+`python -m tests.memsite.test_api_schema_snapshot` on each database (DATABASE_URL set for
+PostgreSQL) and review its diff like code.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
 
-SNAPSHOT = Path(__file__).with_name("api_schema.json")
+
+def snapshot() -> Path:
+    return Path(__file__).with_name(f"api_schema.{connection.vendor}.json")
 
 
 def served_schema() -> dict[str, Any]:
@@ -42,7 +47,7 @@ def _differences(stored: Any, served: Any, path: str = "") -> list[str]:
 
 @pytest.mark.django_db
 def test_the_served_schema_matches_the_stored_copy_up_to_order():
-    differences = _differences(json.loads(SNAPSHOT.read_text()), served_schema())
+    differences = _differences(json.loads(snapshot().read_text()), served_schema())
     assert differences == [], "\n".join(sorted(differences)[:40])
 
 
@@ -53,4 +58,4 @@ if __name__ == "__main__":  # rewrite the stored copy
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memsite.settings")
     django.setup()
-    SNAPSHOT.write_text(json.dumps(served_schema(), indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    snapshot().write_text(json.dumps(served_schema(), indent=1, sort_keys=True, ensure_ascii=False) + "\n")
