@@ -6,6 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, register
+from django.utils.module_loading import import_string
 
 from memsite.url_policy import UnsafeURL, check_outbound_url
 
@@ -29,3 +30,25 @@ def check_llm_base_url(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
             )
         ]
     return []
+
+
+@register()
+def check_job_dispatcher(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Sending a job logs and swallows every error (the row is durable), so a mistyped
+    JOB_DISPATCHER would only show as warnings while no job ever runs: refuse it at start-up."""
+    path = getattr(settings, "JOB_DISPATCHER", "")
+    try:
+        dispatcher = import_string(path)
+    except ImportError as exc:
+        problem = f"cannot be imported ({exc})"
+    else:
+        if isinstance(dispatcher, type) and callable(getattr(dispatcher, "send", None)):
+            return []
+        problem = "is not a class with a send(kind, job_id, countdown) method"
+    return [
+        Error(
+            f"JOB_DISPATCHER {path!r} {problem}",
+            hint="Name a class in memory_app.jobs.dispatchers, e.g. memory_app.jobs.dispatchers.CeleryDispatcher.",
+            id="memsite.E002",
+        )
+    ]

@@ -243,6 +243,9 @@ if not CELERY_BROKER_URL.startswith("filesystem://"):
         "socket_timeout": BROKER_SEND_TIMEOUT,
         "socket_connect_timeout": BROKER_SEND_TIMEOUT,
     }
+# The class every job's task is sent through (memory_app.jobs.dispatchers): Celery here; tests
+# select the recording one, which keeps the sends in memory and sends nothing.
+JOB_DISPATCHER = env_str("MEMSITE_JOB_DISPATCHER", "memory_app.jobs.dispatchers.CeleryDispatcher")
 FACTS_QUEUE = "facts"
 CELERY_TASK_ROUTES = {"memory_app.tasks.extract_facts": {"queue": FACTS_QUEUE}}
 SWEEP_INTERVAL = env_float("MEMSITE_SWEEP_INTERVAL", 30.0)

@@ -1,4 +1,5 @@
-"""Shared fixtures: teams, keys and authenticated clients, the scripted LLM server, real workers."""
+"""Shared fixtures: teams, keys and authenticated clients, the scripted LLM server, real workers,
+and the job dispatchers tests select instead of a broker."""
 
 from __future__ import annotations
 
@@ -9,10 +10,15 @@ from dataclasses import dataclass
 import pytest
 from rest_framework.test import APIClient
 
+from memory_app.compaction import services as compaction
 from memory_app.conversations import services
 from memory_app.conversations.models import Session
+from memory_app.jobs import JobKind, dispatchers
+from memory_app.jobs.dispatchers import Sent
 from memory_app.tenancy import services as tenancy
 from memory_app.tenancy.models import ApiKey, Team
+from tests import job_dispatch
+from tests.job_dispatch import InlineWorker, Sends
 from tests.worker_process import Worker, llm_env, process_env
 
 
@@ -124,13 +130,35 @@ def llm_server(settings):
 
 
 @pytest.fixture
-def sent_tasks(monkeypatch) -> list[tuple[str, float]]:
-    """Record compaction tasks instead of sending them to a broker (in-process tests)."""
-    sent: list[tuple[str, float]] = []
-    monkeypatch.setattr(
-        "memory_app.compaction.services._send", lambda run_id, countdown=0: sent.append((str(run_id), countdown))
-    )
-    return sent
+def job_outbox(settings) -> Iterator[list[Sent]]:
+    """Every job's task is recorded here, (task name, job id, countdown), instead of going to a broker."""
+    settings.JOB_DISPATCHER = "memory_app.jobs.dispatchers.RecordingDispatcher"
+    dispatchers.outbox.clear()
+    yield dispatchers.outbox
+    dispatchers.outbox.clear()
+
+
+@pytest.fixture
+def sent_tasks(job_outbox: list[Sent]) -> Sends:
+    """The compaction tasks recorded (in-process tests), as (run id, countdown)."""
+    return Sends(job_outbox, compaction.JOB)
+
+
+@pytest.fixture
+def run_jobs_inline(job_outbox: list[Sent], settings) -> Iterator[Callable[[JobKind], InlineWorker]]:
+    """Start an in-process worker for a job kind: its sends go to it, those of other kinds only
+    to the outbox. Threads it started are joined after the test."""
+    settings.JOB_DISPATCHER = "tests.job_dispatch.InlineDispatcher"
+    job_dispatch.workers.clear()
+
+    def start(kind: JobKind) -> InlineWorker:
+        job_dispatch.workers[kind.task] = InlineWorker(kind)
+        return job_dispatch.workers[kind.task]
+
+    yield start
+    for worker in job_dispatch.workers.values():
+        worker.join()
+    job_dispatch.workers.clear()
 
 
 @pytest.fixture

@@ -69,11 +69,6 @@ def effective_config(*, team_defaults: dict[str, Any], requested: dict[str, Any]
 # --- queueing -------------------------------------------------------------------------
 
 
-def _send(run_id: Any, countdown: float = 0) -> None:
-    """Where every compaction task leaves the process (tests replace it to record or run them)."""
-    jobs.dispatch(JOB, run_id, countdown=countdown)
-
-
 JOB = jobs.JobKind(
     model=CompactionRun,
     task="memory_app.tasks.compact_session",
@@ -93,7 +88,6 @@ JOB = jobs.JobKind(
     # Backing off after a failure keeps a session that cannot be compacted (say, one huge
     # assistant round) from queueing a doomed run on every append.
     cooldown_setting="COMPACTION_MIN_INTERVAL",
-    sender=lambda run_id, countdown: _send(run_id, countdown),  # looked up per call: the seam tests replace
 )
 
 

@@ -46,11 +46,6 @@ CURABLE = (Status.QUARANTINED, Status.FAILED)  # what staff may retry, accept or
 # --- queueing -------------------------------------------------------------------------
 
 
-def _send(run_id: Any, countdown: float = 0) -> None:
-    """Where every extraction task leaves the process (tests replace it to record or run them)."""
-    jobs.dispatch(JOB, run_id, countdown=countdown)
-
-
 # Quarantined and discarded are this kind's own ends: reached through jobs.fail(status=...)
 # and staff curation, never touched by the sweeper.
 JOB = jobs.JobKind(
@@ -69,7 +64,6 @@ JOB = jobs.JobKind(
     claimed_field="started_at",
     finished_field="finished_at",
     duration_field="duration_ms",
-    sender=lambda run_id, countdown: _send(run_id, countdown),  # looked up per call: the seam tests replace
 )
 
 

@@ -2,9 +2,9 @@
 
 from memory_app.jobs.lifecycle import (
     ALREADY_CLAIMED,
+    Dispatcher,
     JobKind,
     OnFailed,
-    Sender,
     claim,
     complete,
     dispatch,
@@ -20,9 +20,9 @@ from memory_app.jobs.lifecycle import (
 
 __all__ = [
     "ALREADY_CLAIMED",
+    "Dispatcher",
     "JobKind",
     "OnFailed",
-    "Sender",
     "claim",
     "complete",
     "dispatch",

@@ -9,7 +9,9 @@ the sweeper gave up on cannot overwrite the one that replaced it.
 
 What differs between kinds is data in their `JobKind`: statuses, settings, timestamp fields,
 how a Retry-After combines with the backoff. What a job does and the events it records stay
-in its own module, handed in here as callbacks where they must share a transaction.
+in its own module, handed in here as callbacks where they must share a transaction. A task
+leaves the process through the dispatcher `settings.JOB_DISPATCHER` names (`dispatchers`):
+Celery in production, a recording one in tests.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from django.conf import settings
 from django.db import models, transaction
@@ -32,7 +34,6 @@ log = logging.getLogger(__name__)
 ALREADY_CLAIMED = "already-claimed"
 SWEEP_BATCH = 500  # rows one sweep handles per step; the next sweep takes the rest
 
-Sender = Callable[[Any, float], None]  # (job id, countdown in seconds)
 OnFailed = Callable[[Any, str, str], None]  # (job, status, reason): its event, written with the failure
 
 
@@ -66,7 +67,6 @@ class JobKind:
     lost_reason: str = "worker lost (no result before the deadline) on the last attempt"
     requeue_reason: str | None = None  # the error a re-queued job shows, or None to keep the last one
     cooldown_setting: str | None = None  # seconds after a failure before another job may be queued
-    sender: Sender | None = None  # how a task leaves the process; `dispatch` unless the kind routes it
 
     def setting(self, name: str) -> Any:
         """Read at each use, so a changed setting (or a test's override) applies at once."""
@@ -84,17 +84,24 @@ class JobKind:
 # --- sending ------------------------------------------------------------------------------------
 
 
+class Dispatcher(Protocol):
+    """What `settings.JOB_DISPATCHER` names (memory_app.jobs.dispatchers): how a task leaves the process."""
+
+    def send(self, kind: JobKind, job_id: Any, countdown: float) -> None: ...
+
+
 def dispatch(kind: JobKind, job_id: Any, *, countdown: float = 0) -> bool:
-    """Send `kind.task(job_id)`; on any broker error log it and return False (the sweeper re-sends).
+    """Send `kind.task(job_id)` through the configured dispatcher; on any error log it and return
+    False (the sweeper re-sends).
 
     Bounded by the broker timeouts in settings (`MEMSITE_BROKER_SEND_TIMEOUT`, the publish retry
     policy), so a broker that is down or hanging costs a request seconds, and never fails the
-    write that queued the job.
+    write that queued the job. The setting is read at each send, so a test's override applies at once.
     """
-    task = import_string(kind.task)  # imported here: tasks import the services that import this
     try:
-        task.apply_async(args=(str(job_id),), countdown=countdown, queue=kind.setting(kind.queue_setting))
-    except Exception as exc:  # kombu OperationalError, redis-py and socket errors alike: the row is durable
+        dispatcher: Dispatcher = import_string(settings.JOB_DISPATCHER)()
+        dispatcher.send(kind, job_id, countdown)
+    except Exception as exc:  # kombu, redis-py and socket errors, a dispatcher that fails to load: the row is durable
         log.warning("%s %s not sent (broker unavailable: %s); the sweeper will re-send it", kind.task, job_id, exc)
         return False
     return True
@@ -103,11 +110,10 @@ def dispatch(kind: JobKind, job_id: Any, *, countdown: float = 0) -> bool:
 def send(kind: JobKind, job_id: Any, *, countdown: float = 0, on_commit: bool = False) -> None:
     """Send the job's task now, or when the current transaction commits (so a worker never looks
     for a row that is not there yet, and a rolled-back write sends nothing)."""
-    sender = kind.sender or (lambda pk, delay: dispatch(kind, pk, countdown=delay))
     if on_commit:
-        transaction.on_commit(lambda: sender(job_id, countdown))
+        transaction.on_commit(lambda: dispatch(kind, job_id, countdown=countdown))
     else:
-        sender(job_id, countdown)
+        dispatch(kind, job_id, countdown=countdown)
 
 
 # --- claiming and ending ------------------------------------------------------------------------

@@ -187,6 +187,12 @@ _PING_IN_FLIGHT = threading.Lock()
 _WORKERS_LAST_ANSWER: dict[str, float] = {}
 
 
+def forget_workers() -> None:
+    """Drop every remembered answer, so the next `workers_seen` knows only who answers then
+    (tests start from no worker; a process otherwise keeps the memory for its lifetime)."""
+    _WORKERS_LAST_ANSWER.clear()
+
+
 def _ping_workers(timeout: float, deadline: float) -> str:
     """Ping in a daemon thread and record who answers; "" or why nobody did.
 

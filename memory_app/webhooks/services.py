@@ -147,11 +147,6 @@ def webhook_delete(*, webhook: Webhook) -> None:
 # --- deliveries ------------------------------------------------------------------------------
 
 
-def _send(delivery_id: Any, countdown: float = 0) -> None:
-    """Where every delivery task leaves the process (tests replace it to record them)."""
-    jobs.dispatch(JOB, delivery_id, countdown=countdown)
-
-
 JOB = jobs.JobKind(
     model=WebhookDelivery,
     task="memory_app.tasks.deliver_webhook",
@@ -175,7 +170,6 @@ JOB = jobs.JobKind(
     error_limit=ERROR_LIMIT,
     lost_reason="the worker sending it stopped; out of attempts",
     requeue_reason="the worker sending it stopped",
-    sender=lambda delivery_id, countdown: _send(delivery_id, countdown),  # looked up per call: the seam tests replace
 )
 
 

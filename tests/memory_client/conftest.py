@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import base64
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import connections
 
-from memory_app.compaction.services import compaction_execute
+from memory_app.compaction import services as compaction
+from memory_app.jobs import JobKind
 from memory_client import MemoryManager
 from tests.conftest import Tenant, make_tenant
+from tests.job_dispatch import InlineWorker
 
 # A real 1x1 PNG: the server checks the magic bytes of every data URL.
 PNG_BYTES = base64.b64decode(
@@ -56,51 +56,10 @@ def png_path(tmp_path: Path) -> Path:
     return path
 
 
-class InlineWorker:
-    """Stands in for the Celery worker: gets the run ids the server sends and runs them in-process.
-
-    With `background = True` each run starts on its own thread as soon as it is sent (after the
-    server's commit), like a real worker; otherwise the test calls run_pending() when it wants.
-    """
-
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-        self.results: dict[str, str] = {}
-        self.background = False
-        self._threads: list[threading.Thread] = []
-
-    def send(self, run_id: Any, countdown: float = 0) -> None:
-        self.sent.append(str(run_id))
-        if self.background:
-            thread = threading.Thread(target=self._run_on_thread, args=(str(run_id),), daemon=True)
-            self._threads.append(thread)
-            thread.start()
-
-    def _run_on_thread(self, run_id: str) -> None:
-        try:
-            self.results[run_id] = compaction_execute(run_id=run_id)
-        finally:
-            connections.close_all()  # this thread's connection, so the test database can be flushed
-
-    def run_pending(self) -> list[str]:
-        """Execute every sent run not yet executed (in send order); their status strings."""
-        todo = [run_id for run_id in self.sent if run_id not in self.results]
-        for run_id in todo:
-            self.results[run_id] = compaction_execute(run_id=run_id)
-        return [self.results[run_id] for run_id in todo]
-
-    def join(self) -> None:
-        for thread in self._threads:
-            thread.join(timeout=30)
-
-
 @pytest.fixture
-def worker(monkeypatch: pytest.MonkeyPatch, live_server: Any) -> Iterator[InlineWorker]:
+def worker(run_jobs_inline: Callable[[JobKind], InlineWorker], live_server: Any) -> InlineWorker:
     """Compaction runs the live server queues go here instead of to a broker."""
-    inline = InlineWorker()
-    monkeypatch.setattr("memory_app.compaction.services._send", inline.send)
-    yield inline
-    inline.join()
+    return run_jobs_inline(compaction.JOB)
 
 
 class RecordingBus:

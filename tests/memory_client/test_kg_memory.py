@@ -8,18 +8,17 @@ worker), and every read returns marsys's `_fact_to_dict` shape.
 from __future__ import annotations
 
 import asyncio
-import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.db import connections
 
 from memory_app.conversations.models import Session
+from memory_app.facts import extraction as fact_extraction
 from memory_app.facts import services as facts
-from memory_app.facts.extraction import fact_extraction_execute
 from memory_app.facts.models import Fact, FactExtractionRun
+from memory_app.jobs import JobKind
 from memory_app.tenancy import services as tenancy
 from memory_app.tenancy.models import ApiKey
 from memory_client import (
@@ -32,6 +31,7 @@ from memory_client import (
     MessageError,
 )
 from tests.conftest import Tenant
+from tests.job_dispatch import InlineWorker
 from tests.memory_client.ops import run_scenario
 from tests.memory_client.scenarios import op
 from tests.memory_client.test_against_marsys import intended, run_marsys, scratch
@@ -45,59 +45,11 @@ def raw(role: str, text: str) -> dict[str, str]:
     return fact(role, "raw_content", "contains", text)
 
 
-class FactWorker:
-    """Stands in for the Celery worker of the "facts" queue (like conftest's InlineWorker).
-
-    It gets the run ids the live server sends; with `background = True` each run starts on
-    its own thread as soon as it is sent (after the server's commit), like a real worker,
-    otherwise the test calls run_pending() when it wants.
-    """
-
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-        self.results: dict[str, str] = {}
-        self.background = False
-        self._threads: list[threading.Thread] = []
-
-    def send(self, run_id: Any, countdown: float = 0) -> None:
-        self.sent.append(str(run_id))
-        if self.background:
-            thread = threading.Thread(target=self._run_on_thread, args=(str(run_id),), daemon=True)
-            self._threads.append(thread)
-            thread.start()
-
-    def _run_on_thread(self, run_id: str) -> None:
-        try:
-            self.results[run_id] = fact_extraction_execute(run_id=run_id)
-        finally:
-            connections.close_all()  # this thread's connection, so the test database can be flushed
-
-    def run_pending(self) -> list[str]:
-        todo = [run_id for run_id in self.sent if run_id not in self.results]
-        for run_id in todo:
-            self.results[run_id] = fact_extraction_execute(run_id=run_id)
-        return [self.results[run_id] for run_id in todo]
-
-    def start_pending(self) -> None:
-        """Run every sent run not yet executed on its own thread, as a worker would pick them up."""
-        for run_id in [run_id for run_id in self.sent if run_id not in self.results]:
-            thread = threading.Thread(target=self._run_on_thread, args=(run_id,), daemon=True)
-            self._threads.append(thread)
-            thread.start()
-
-    def join(self) -> None:
-        for thread in self._threads:
-            thread.join(timeout=30)
-
-
 @pytest.fixture
-def fact_worker(monkeypatch: pytest.MonkeyPatch, settings: Any, live_server: Any) -> Iterator[FactWorker]:
+def fact_worker(run_jobs_inline: Callable[[JobKind], InlineWorker], settings: Any, live_server: Any) -> InlineWorker:
     """Extraction runs the live server queues go here instead of to a broker."""
     settings.FACTS_DEBOUNCE_SECONDS = 0
-    worker = FactWorker()
-    monkeypatch.setattr("memory_app.facts.extraction._send", worker.send)
-    yield worker
-    worker.join()
+    return run_jobs_inline(fact_extraction.JOB)
 
 
 @pytest.fixture
@@ -107,7 +59,7 @@ def admin_key(client_tenant: Tenant) -> str:
 
 
 @pytest.fixture
-def make_kg(make_memory: Callable[..., MemoryManager], fact_worker: FactWorker) -> Callable[..., MemoryManager]:
+def make_kg(make_memory: Callable[..., MemoryManager], fact_worker: InlineWorker) -> Callable[..., MemoryManager]:
     def make(**kwargs: Any) -> MemoryManager:
         return make_memory(memory_type="kg", **kwargs)
 

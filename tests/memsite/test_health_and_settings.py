@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import connection
 
 from memsite.celery import app as celery_app
+from memsite.checks import check_job_dispatcher
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION_ENV = {
@@ -78,6 +79,37 @@ def test_a_malformed_boolean_setting_fails_loudly():
     result = run_manage("check", env={"DEBUG": "maybe", "PATH": os.environ["PATH"]})
     assert result.returncode != 0
     assert "DEBUG must be a boolean" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "dispatcher",
+    ["memory_app.jobs.dispatchers.CeleryDispatcher", "memory_app.jobs.dispatchers.RecordingDispatcher"],
+)
+def test_a_job_dispatcher_that_names_a_dispatcher_class_passes_the_check(settings, dispatcher):
+    settings.JOB_DISPATCHER = dispatcher
+    assert check_job_dispatcher() == []
+
+
+@pytest.mark.parametrize(
+    ("dispatcher", "problem"),
+    [
+        ("memory_app.jobs.dispatchers.CeleryDispatch", "cannot be imported"),
+        ("memory_app.jobs.dispatchers.outbox", "is not a class with a send"),
+        ("", "cannot be imported"),
+    ],
+)
+def test_a_mistyped_job_dispatcher_is_refused_at_start_up(settings, dispatcher, problem):
+    """A send swallows its errors (the row is durable), so the check is where a typo shows."""
+    settings.JOB_DISPATCHER = dispatcher
+    [error] = check_job_dispatcher()
+    assert error.id == "memsite.E002" and problem in error.msg
+
+
+def test_the_job_dispatcher_setting_is_read_from_the_environment():
+    env = {"MEMSITE_JOB_DISPATCHER": "memory_app.jobs.dispatchers.Nope", "PATH": os.environ["PATH"]}
+    result = run_manage("check", env=env)
+    assert result.returncode != 0
+    assert "memsite.E002" in result.stderr
 
 
 @pytest.mark.django_db

@@ -58,10 +58,8 @@ def llm(llm_server, settings):
 
 
 @pytest.fixture(autouse=True)
-def no_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+def no_broker(job_outbox: list) -> None:
     """The test runs the jobs itself (the worker's own service calls); nothing goes to a broker."""
-    monkeypatch.setattr("memory_app.compaction.services._send", lambda run_id, countdown=0: None)
-    monkeypatch.setattr("memory_app.facts.extraction._send", lambda run_id, countdown=0: None)
 
 
 # Tables a full session must have written the canary into, so an empty dump cannot pass.

@@ -15,18 +15,18 @@ from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import pages as views
 from memory_app.conversations import selectors, services
 from memory_app.conversations.models import MemoryType, Message, Session
+from memory_app.jobs.dispatchers import Sent
 from memory_app.tenancy.models import TeamMembership
 from tests.conftest import Tenant
+from tests.job_dispatch import Sends
 
 MANAGED_CONFIG = {"threshold_tokens": 100_000, "active_context": {"summarization": {"grace_recent_messages": 1}}}
 
 
 @pytest.fixture(autouse=True)
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def sent(job_outbox: list[Sent]) -> Sends:
     """Compaction tasks recorded instead of going to a broker."""
-    sent: list[str] = []
-    monkeypatch.setattr(compaction, "_send", lambda run_id, countdown=0: sent.append(str(run_id)))
-    return sent
+    return Sends(job_outbox, compaction.JOB)
 
 
 @pytest.fixture
@@ -400,7 +400,7 @@ def test_the_revert_form_posts_with_a_csrf_token(user, tenant: Tenant) -> None:
 
 
 def test_compact_now_queues_a_manual_run_once(
-    member: Client, tenant: Tenant, sent: list[str], django_capture_on_commit_callbacks
+    member: Client, tenant: Tenant, sent: Sends, django_capture_on_commit_callbacks
 ) -> None:
     session = managed_session(tenant)
     services.message_append(session=session, messages=turns(1, 3))
@@ -411,7 +411,7 @@ def test_compact_now_queues_a_manual_run_once(
 
     run = CompactionRun.objects.get(session=session)
     assert (run.status, run.trigger) == ("pending", "manual")
-    assert sent == [str(run.pk)]
+    assert sent.ids == [str(run.pk)]
     assert flashes(first) == ["Compaction queued: a worker will summarise the older messages shortly."]
     assert flashes(second) == ["A compaction is already pending for this session; nothing new was queued."]
     assert first.redirect_chain == [(session_url(session) + "#compactions", 302)]

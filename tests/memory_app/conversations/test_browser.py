@@ -235,9 +235,8 @@ def run_in_thread(function) -> None:
 
 
 @pytest.fixture
-def compacted(transactional_db, monkeypatch) -> dict[str, str]:
+def compacted(transactional_db, job_outbox) -> dict[str, str]:
     """A managed session with one done compaction (offline extractive backend) and a failed one elsewhere."""
-    monkeypatch.setattr(compaction, "_send", lambda run_id, countdown=0: None)
     team = tenancy.team_get_or_create(name="demo")
     other = tenancy.team_get_or_create(name="research")
     user = get_user_model().objects.create_user("ada", password=PASSWORD)

@@ -34,9 +34,8 @@ TRIP = [
 
 
 @pytest.fixture
-def knowledge(transactional_db, monkeypatch) -> dict[str, str]:
+def knowledge(transactional_db, job_outbox) -> dict[str, str]:
     """A team with facts from a session's messages, a replaced fact and a quarantined run."""
-    monkeypatch.setattr(fact_extraction, "_send", lambda run_id, countdown=0: None)
     team = tenancy.team_get_or_create(name="demo")
     member = get_user_model().objects.create_user("bob", password=PASSWORD)
     curator = get_user_model().objects.create_user("ada", password=PASSWORD)

@@ -14,8 +14,10 @@ from memory_app.conversations.models import Message, Session
 from memory_app.events.models import MemoryEvent
 from memory_app.facts import extraction as fact_extraction
 from memory_app.facts.models import Fact, FactExtractionRun
+from memory_app.jobs.dispatchers import Sent
 from memory_app.tenancy.models import ApiKey
 from tests.conftest import make_tenant
+from tests.job_dispatch import Sends
 from tests.llm_server import Fail, Garbage, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -55,13 +57,9 @@ def facts_reply(data: dict | list | None = None) -> Reply:
 
 
 @pytest.fixture
-def fact_tasks(monkeypatch) -> list[tuple[str, float]]:
+def fact_tasks(job_outbox: list[Sent]) -> Sends:
     """Record extraction tasks instead of sending them to a broker."""
-    sent: list[tuple[str, float]] = []
-    monkeypatch.setattr(
-        "memory_app.facts.extraction._send", lambda run_id, countdown=0: sent.append((str(run_id), countdown))
-    )
-    return sent
+    return Sends(job_outbox, fact_extraction.JOB)
 
 
 @pytest.fixture

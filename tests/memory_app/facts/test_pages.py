@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -14,16 +15,17 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from memory_app.compaction import services as compaction
 from memory_app.conversations import services
 from memory_app.conversations.models import Session
 from memory_app.facts import extraction as fact_extraction
 from memory_app.facts import services as facts
 from memory_app.facts.models import Fact, FactExtractionRun
+from memory_app.jobs.dispatchers import Sent
 from memory_app.ops import selectors as ops_selectors
 from memory_app.tenancy.models import TeamMembership
 from memsite.celery import app as celery_app
 from tests.conftest import Tenant
+from tests.job_dispatch import Sends
 
 FACTS = reverse("dashboard:facts")
 GRAPH = reverse("dashboard:fact_graph")
@@ -34,12 +36,9 @@ PASSWORD = "correct horse battery"
 
 
 @pytest.fixture(autouse=True)
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Extraction and compaction tasks recorded instead of going to a broker."""
-    sent: list[str] = []
-    monkeypatch.setattr(fact_extraction, "_send", lambda run_id, countdown=0: sent.append(str(run_id)))
-    monkeypatch.setattr(compaction, "_send", lambda run_id, countdown=0: None)
-    return sent
+def sent(job_outbox: list[Sent]) -> Sends:
+    """Extraction tasks recorded instead of going to a broker (compaction ones too, left out here)."""
+    return Sends(job_outbox, fact_extraction.JOB)
 
 
 @pytest.fixture
@@ -156,7 +155,7 @@ def test_the_table_shows_only_the_current_teams_facts(member: Client, tenant: Te
 
 
 def test_another_teams_fact_and_extraction_cannot_be_seen_or_curated_by_staff(
-    curator: Client, other_tenant: Tenant, sent: list[str]
+    curator: Client, other_tenant: Tenant, sent: Sends
 ) -> None:
     fact = add(other_tenant, "Mallory", "knows", "the secret plans")
     for action in ("fact_invalidate", "fact_restore", "fact_edit"):
@@ -471,7 +470,7 @@ def test_an_output_that_still_does_not_parse_is_shown_again_with_the_reason(cura
 
 
 def test_team_admins_retry_and_discard_through_the_services(
-    curator: Client, tenant: Tenant, sent: list[str], django_capture_on_commit_callbacks
+    curator: Client, tenant: Tenant, sent: Sends, django_capture_on_commit_callbacks
 ) -> None:
     session = chat(tenant, texts=("Ada works at Acme.",))
     retried, discarded = quarantined(session), quarantined(session, status="failed")
@@ -483,7 +482,7 @@ def test_team_admins_retry_and_discard_through_the_services(
     retried.refresh_from_db()
     discarded.refresh_from_db()
     assert (retried.status, retried.attempts) == ("pending", 0)
-    assert sent == [str(retried.pk)]
+    assert sent.ids == [str(retried.pk)]
     assert first.redirect_chain == [(QUARANTINE, 302)]
     assert flashes(first) == ["Extraction queued again: a worker will run it over the same input shortly."]
     assert discarded.status == "discarded"
@@ -507,7 +506,7 @@ def test_curating_a_run_that_is_not_quarantined_shows_the_conflict(curator: Clie
     assert run.status == "done"
 
 
-def test_members_who_are_not_staff_cannot_curate(member: Client, tenant: Tenant, sent: list[str]) -> None:
+def test_members_who_are_not_staff_cannot_curate(member: Client, tenant: Tenant, sent: Sends) -> None:
     run = quarantined(chat(tenant, texts=("Ada works at Acme.",)))
     output = '[{"subject": "Ada", "predicate": "works at", "object": "Acme"}]'
     for action in ("fact_extraction_retry", "fact_extraction_discard", "fact_extraction_accept"):
@@ -581,9 +580,11 @@ def test_the_graph_starts_from_the_newest_fact_when_no_entity_is_given(member: C
 
 
 @pytest.fixture
-def no_ping(monkeypatch: pytest.MonkeyPatch) -> None:
+def no_ping(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(celery_app.control, "ping", lambda timeout: [])
-    monkeypatch.setattr(ops_selectors, "_WORKERS_LAST_ANSWER", {})
+    ops_selectors.forget_workers()
+    yield
+    ops_selectors.forget_workers()
 
 
 def test_the_ops_page_counts_the_facts_queue(client: Client, tenant: Tenant, other_tenant: Tenant, no_ping) -> None:
@@ -618,7 +619,7 @@ def test_the_ops_page_counts_the_facts_queue(client: Client, tenant: Tenant, oth
 
 
 def test_a_failed_extraction_is_retried_in_place_from_the_ops_page(
-    curator: Client, tenant: Tenant, sent: list[str], no_ping, django_capture_on_commit_callbacks
+    curator: Client, tenant: Tenant, sent: Sends, no_ping, django_capture_on_commit_callbacks
 ) -> None:
     session = chat(tenant, "kg-chat", texts=("Ada works at Acme.",))
     run = quarantined(session, status="failed", error="gave up after 4 attempts: 503")
@@ -633,7 +634,7 @@ def test_a_failed_extraction_is_retried_in_place_from_the_ops_page(
 
     run.refresh_from_db()
     assert (run.status, run.attempts) == ("pending", 0)
-    assert sent == [str(run.pk)]
+    assert sent.ids == [str(run.pk)]
     assert flashes(response) == [f"Fact extraction: job {run.pk} (session kg-chat) is queued again."]
     assert FactExtractionRun.objects.filter(session=session).count() == 2
     assert f'id="job-{run.pk}"' not in response.content.decode()

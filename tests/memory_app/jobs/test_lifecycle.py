@@ -21,11 +21,13 @@ from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import services
 from memory_app.facts import extraction as fact_extraction
 from memory_app.facts.models import FactExtractionRun
+from memory_app.jobs.dispatchers import Sent
 from memory_app.models import Webhook, WebhookDelivery
 from memory_app.tenancy.models import Team
 from memory_app.webhooks import services as webhooks
 from memsite.celery import app as celery_app
 from tests.conftest import make_tenant
+from tests.job_dispatch import Sends
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -101,11 +103,15 @@ def team(db: None) -> Team:
 
 
 @pytest.fixture
-def sent(case: Case, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float]]:
-    """Tasks sent, recorded at the kind's module-level `_send` (the seam every send goes through)."""
-    calls: list[tuple[str, float]] = []
-    monkeypatch.setattr(case.module, "_send", lambda pk, countdown=0: calls.append((str(pk), countdown)))
-    return calls
+def sent(case: Case, job_outbox: list[Sent]) -> Sends:
+    """The kind's tasks sent, recorded by the dispatcher every send goes through."""
+    return Sends(job_outbox, case.kind)
+
+
+@pytest.fixture
+def celery_dispatcher(settings: Any) -> None:
+    """The production dispatcher, whatever the environment selected."""
+    settings.JOB_DISPATCHER = "memory_app.jobs.dispatchers.CeleryDispatcher"
 
 
 def reload(kind: jobs.JobKind, job: Any) -> Any:
@@ -138,7 +144,7 @@ def test_each_kind_names_a_registered_task_and_a_configured_queue(kind: jobs.Job
 
 
 def test_dispatch_sends_the_task_by_name_on_the_kinds_queue(
-    kind: jobs.JobKind, team: Team, case: Case, monkeypatch: pytest.MonkeyPatch
+    kind: jobs.JobKind, team: Team, case: Case, monkeypatch: pytest.MonkeyPatch, celery_dispatcher: None
 ) -> None:
     job = case.make(team)
     calls: list[dict[str, Any]] = []
@@ -148,7 +154,12 @@ def test_dispatch_sends_the_task_by_name_on_the_kinds_queue(
 
 
 def test_a_broker_error_is_logged_and_never_raised(
-    kind: jobs.JobKind, team: Team, case: Case, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    kind: jobs.JobKind,
+    team: Team,
+    case: Case,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    celery_dispatcher: None,
 ) -> None:
     job = case.make(team)
 
@@ -162,7 +173,7 @@ def test_a_broker_error_is_logged_and_never_raised(
 
 
 def test_a_send_on_commit_waits_for_the_commit_and_a_rollback_sends_nothing(
-    kind: jobs.JobKind, team: Team, case: Case, sent: list
+    kind: jobs.JobKind, team: Team, case: Case, sent: Sends
 ) -> None:
     job = case.make(team)
     with transaction.atomic():
@@ -173,6 +184,29 @@ def test_a_send_on_commit_waits_for_the_commit_and_a_rollback_sends_nothing(
         jobs.send(kind, job.pk, on_commit=True)
         raise RuntimeError("the write failed")
     assert sent == [(str(job.pk), 5)]
+
+
+def test_the_recording_dispatcher_keeps_each_send_and_sends_nothing(
+    kind: jobs.JobKind, team: Team, case: Case, monkeypatch: pytest.MonkeyPatch, job_outbox: list[Sent]
+) -> None:
+    job = case.make(team)
+
+    def no_broker(**_: Any) -> None:
+        raise AssertionError("the recording dispatcher reached the broker")
+
+    monkeypatch.setattr(import_string(kind.task), "apply_async", no_broker)
+    assert jobs.dispatch(kind, job.pk, countdown=3)
+    assert job_outbox == [(kind.task, str(job.pk), 3)]
+
+
+def test_a_dispatcher_that_cannot_be_loaded_is_logged_and_never_raised(
+    kind: jobs.JobKind, team: Team, case: Case, settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    job = case.make(team)
+    settings.JOB_DISPATCHER = "memory_app.jobs.dispatchers.Missing"
+    with caplog.at_level(logging.WARNING, logger="memory_app.jobs.lifecycle"):
+        assert jobs.dispatch(kind, job.pk) is False
+    assert f"{kind.task} {job.pk} not sent" in caplog.text
 
 
 # --- claiming -------------------------------------------------------------------------------------
@@ -204,7 +238,7 @@ def test_a_job_due_later_is_claimed_early_only_by_kinds_without_the_due_gate(
 
 
 def test_the_backoff_doubles_and_retry_after_is_honoured(
-    kind: jobs.JobKind, team: Team, case: Case, sent: list, settings: Any
+    kind: jobs.JobKind, team: Team, case: Case, sent: Sends, settings: Any
 ) -> None:
     setattr(settings, kind.backoff_setting, 2.0)
     setattr(settings, kind.max_attempts_setting, 10)
@@ -227,7 +261,7 @@ def test_the_backoff_doubles_and_retry_after_is_honoured(
 
 
 def test_a_retry_by_an_execution_that_lost_the_job_changes_nothing(
-    kind: jobs.JobKind, team: Team, case: Case, sent: list
+    kind: jobs.JobKind, team: Team, case: Case, sent: Sends
 ) -> None:
     job = case.make(team)
     stale = claimed(kind, job)
@@ -237,7 +271,7 @@ def test_a_retry_by_an_execution_that_lost_the_job_changes_nothing(
 
 
 def test_out_of_attempts_the_job_fails_for_good_with_the_reason(
-    kind: jobs.JobKind, team: Team, case: Case, sent: list, settings: Any
+    kind: jobs.JobKind, team: Team, case: Case, sent: Sends, settings: Any
 ) -> None:
     setattr(settings, kind.max_attempts_setting, 2)
     setattr(settings, kind.backoff_setting, 2.0)
@@ -275,7 +309,7 @@ def test_a_permanent_error_fails_at_once_keeping_the_reason(kind: jobs.JobKind, 
 
 
 def test_the_sweeper_resends_lost_jobs_and_requeues_or_fails_stuck_ones(
-    kind: jobs.JobKind, team: Team, case: Case, sent: list, settings: Any
+    kind: jobs.JobKind, team: Team, case: Case, sent: Sends, settings: Any
 ) -> None:
     setattr(settings, kind.max_attempts_setting, 2)
     lost, stuck, dead, fresh = (case.make(team) for _ in range(4))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -17,31 +18,32 @@ from memory_app.compaction import services as compaction
 from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import services
 from memory_app.conversations.models import MemoryType, Session
+from memory_app.jobs.dispatchers import Sent
 from memory_app.ops import pages as ops_pages
 from memory_app.ops import selectors as ops_selectors
 from memory_app.tenancy.models import TeamMembership
 from memsite.celery import app as celery_app
 from tests.conftest import Tenant
+from tests.job_dispatch import Sends
 
 OPS = reverse("dashboard:ops")
 OPS_STATUS = reverse("dashboard:ops_status")
 
 
 @pytest.fixture(autouse=True)
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def sent(job_outbox: list[Sent]) -> Sends:
     """Compaction tasks recorded instead of going to a broker."""
-    sent: list[str] = []
-    monkeypatch.setattr(compaction, "_send", lambda run_id, countdown=0: sent.append(str(run_id)))
-    return sent
+    return Sends(job_outbox, compaction.JOB)
 
 
 @pytest.fixture(autouse=True)
-def ping(monkeypatch: pytest.MonkeyPatch) -> list[object]:
-    """What workers answer to the broadcast ping (no broker involved)."""
+def ping(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[object]]:
+    """What workers answer to the broadcast ping (no broker involved), remembered from no earlier answer."""
     replies: list[object] = []
     monkeypatch.setattr(celery_app.control, "ping", lambda timeout: list(replies))
-    monkeypatch.setattr(ops_selectors, "_WORKERS_LAST_ANSWER", {})
-    return replies
+    ops_selectors.forget_workers()
+    yield replies
+    ops_selectors.forget_workers()
 
 
 @pytest.fixture
@@ -125,7 +127,7 @@ def test_superusers_see_it_without_belonging_to_a_team(staff: Client, tenant: Te
 
 
 def test_a_team_admin_sees_and_retries_only_the_jobs_of_their_teams(
-    client: Client, tenant: Tenant, other_tenant: Tenant, sent: list[str]
+    client: Client, tenant: Tenant, other_tenant: Tenant, sent: Sends
 ) -> None:
     ours = failed(managed(tenant, "ours"), error="our failure")
     theirs = failed(managed(other_tenant, "theirs"), error="their secret failure")
@@ -262,7 +264,7 @@ def test_recent_failures_show_their_team_error_and_a_retry_button(
 
 
 def test_retry_queues_a_new_pending_run_and_keeps_the_failed_one(
-    staff: Client, tenant: Tenant, sent: list[str], django_capture_on_commit_callbacks
+    staff: Client, tenant: Tenant, sent: Sends, django_capture_on_commit_callbacks
 ) -> None:
     session = managed(tenant, "s")
     run = failed(session, trigger="payload_error")
@@ -274,7 +276,7 @@ def test_retry_queues_a_new_pending_run_and_keeps_the_failed_one(
     assert run.status == "failed"
     new = CompactionRun.objects.exclude(pk=run.pk).get(session=session)
     assert (new.status, new.trigger) == ("pending", "payload_error")
-    assert sent == [str(new.pk)]
+    assert sent.ids == [str(new.pk)]
     assert response.redirect_chain == [(OPS, 302)]
     assert flashes(response) == [f"Context compaction: queued a new job for session s ({new.pk})."]
     # Now marked as retried instead of offering a second retry.

@@ -79,8 +79,7 @@ def scripted_team(llm_server) -> dict[str, str]:
 
 
 @pytest.fixture
-def economics(transactional_db, llm_server, monkeypatch) -> dict[str, str]:
-    monkeypatch.setattr(compaction, "_send", lambda run_id, countdown=0: None)
+def economics(transactional_db, llm_server, job_outbox) -> dict[str, str]:
     return scripted_team(llm_server)
 
 

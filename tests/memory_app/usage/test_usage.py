@@ -76,10 +76,7 @@ def usage(api, **params):
 # --- the LLM-call ledger --------------------------------------------------------------------------
 
 
-def test_every_llm_call_is_recorded_with_the_servers_usage_figures(
-    api, tenant, llm_server, sent_tasks, monkeypatch
-) -> None:
-    monkeypatch.setattr(fact_extraction, "_send", lambda run_id, countdown=0: None)
+def test_every_llm_call_is_recorded_with_the_servers_usage_figures(api, tenant, llm_server, job_outbox) -> None:
     session = managed_session(tenant)
     add_experience(tenant.team, "oslo-tips", when="Use when the user asks about Oslo.", what="Mention the opera.")
     llm_server.script(
@@ -239,8 +236,7 @@ def test_a_job_over_the_budget_ends_budget_exceeded_without_calling_the_llm(tena
     assert session.messages.count() == 12  # raw history untouched
 
 
-def test_fact_extraction_over_the_budget_ends_budget_exceeded(tenant, llm_server, settings, monkeypatch) -> None:
-    monkeypatch.setattr(fact_extraction, "_send", lambda run_id, countdown=0: None)
+def test_fact_extraction_over_the_budget_ends_budget_exceeded(tenant, llm_server, settings, job_outbox) -> None:
     settings.DAILY_LLM_TOKEN_BUDGET = 50
     spend(tenant.team, 60)
     session = services.session_create(team=tenant.team)

@@ -10,19 +10,19 @@ from django.test import Client
 from memory_app.conversations import services
 from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
+from memory_app.jobs.dispatchers import Sent
 from memory_app.models import WebhookDelivery
 from memory_app.tenancy.models import TeamMembership
 from memory_app.webhooks import services as webhooks
 from tests.conftest import Tenant, make_tenant
+from tests.job_dispatch import Sends
 
 Status = WebhookDelivery.Status
 
 
 @pytest.fixture(autouse=True)
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    calls: list[str] = []
-    monkeypatch.setattr("memory_app.webhooks.services._send", lambda pk, countdown=0: calls.append(str(pk)))
-    return calls
+def sent(job_outbox: list[Sent]) -> Sends:
+    return Sends(job_outbox, webhooks.JOB)
 
 
 def login(tenant: Tenant, name: str, *, curator: bool) -> Client:
@@ -64,7 +64,7 @@ def test_the_page_lists_the_teams_webhooks_and_deliveries_with_secrets_masked(te
     assert f'id="delivery-{mine.pk}"' not in filtered
 
 
-def test_redeliver_queues_a_new_delivery_for_staff_of_the_team_only(tenant: Tenant, sent: list[str]) -> None:
+def test_redeliver_queues_a_new_delivery_for_staff_of_the_team_only(tenant: Tenant, sent: Sends) -> None:
     other = make_tenant("dash-beta")
     mine, _ = failed_delivery(tenant, "http://127.0.0.1:9/mine")
     theirs, _ = failed_delivery(other, "http://127.0.0.1:9/theirs")

@@ -18,24 +18,22 @@ from experiences_app import services as experience_services
 from memory_app.conversations import services
 from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
+from memory_app.jobs.dispatchers import Sent
 from memory_app.models import Webhook, WebhookDelivery
 from memory_app.tenancy import services as tenancy
 from memory_app.tenancy.models import ApiKey
 from memory_app.webhooks import services as webhooks
 from tests.conftest import Tenant, make_tenant
+from tests.job_dispatch import Sends
 from tests.webhook_receiver import WebhookReceiver
 
 Status = WebhookDelivery.Status
 
 
 @pytest.fixture
-def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float]]:
+def sent(job_outbox: list[Sent]) -> Sends:
     """Record delivery tasks instead of sending them to a broker (in-process tests)."""
-    calls: list[tuple[str, float]] = []
-    monkeypatch.setattr(
-        "memory_app.webhooks.services._send", lambda pk, countdown=0: calls.append((str(pk), countdown))
-    )
-    return calls
+    return Sends(job_outbox, webhooks.JOB)
 
 
 @pytest.fixture
@@ -66,7 +64,7 @@ def only_delivery() -> WebhookDelivery:
 
 
 def test_a_delivery_is_signed_over_the_timestamp_and_body_with_the_secret(
-    admin: Tenant, receiver: WebhookReceiver, sent: list, django_capture_on_commit_callbacks: Any
+    admin: Tenant, receiver: WebhookReceiver, sent: Sends, django_capture_on_commit_callbacks: Any
 ) -> None:
     _, secret = hook(admin, receiver.url)
     with django_capture_on_commit_callbacks(execute=True):
@@ -99,7 +97,7 @@ def test_a_delivery_is_signed_over_the_timestamp_and_body_with_the_secret(
 
 
 def test_a_receiver_failing_twice_then_answering_gets_three_attempts_with_growing_backoff(
-    admin: Tenant, receiver: WebhookReceiver, sent: list, settings: Any
+    admin: Tenant, receiver: WebhookReceiver, sent: Sends, settings: Any
 ) -> None:
     settings.WEBHOOK_RETRY_BACKOFF = 2.0
     receiver.statuses = [500, 500, 200]
@@ -131,7 +129,7 @@ def test_a_receiver_failing_twice_then_answering_gets_three_attempts_with_growin
 
 
 def test_a_receiver_always_failing_ends_failed_after_the_max_attempts_with_the_reason(
-    admin: Tenant, receiver: WebhookReceiver, sent: list, settings: Any
+    admin: Tenant, receiver: WebhookReceiver, sent: Sends, settings: Any
 ) -> None:
     settings.WEBHOOK_RETRY_BACKOFF = 0
     settings.WEBHOOK_MAX_ATTEMPTS = 3
@@ -148,7 +146,7 @@ def test_a_receiver_always_failing_ends_failed_after_the_max_attempts_with_the_r
 
 
 def test_429_waits_at_least_its_retry_after_and_4xx_fails_at_once(
-    admin: Tenant, receiver: WebhookReceiver, sent: list, settings: Any
+    admin: Tenant, receiver: WebhookReceiver, sent: Sends, settings: Any
 ) -> None:
     settings.WEBHOOK_RETRY_BACKOFF = 1.0
     receiver.statuses = [429, 410]
@@ -164,7 +162,7 @@ def test_429_waits_at_least_its_retry_after_and_4xx_fails_at_once(
     assert delivery.error.startswith("HTTP 410")
 
 
-def test_a_network_error_is_retried_with_the_reason_kept(admin: Tenant, sent: list, settings: Any) -> None:
+def test_a_network_error_is_retried_with_the_reason_kept(admin: Tenant, sent: Sends, settings: Any) -> None:
     settings.WEBHOOK_RETRY_BACKOFF = 0
     closed = WebhookReceiver()  # bound, never started, then closed: connections are refused
     url = closed.url
@@ -198,7 +196,7 @@ def test_webhooks_to_metadata_hosts_and_other_schemes_are_refused(admin: Tenant,
     assert not Webhook.objects.exists()
 
 
-def test_loopback_targets_need_the_private_targets_setting(admin: Tenant, settings: Any, sent: list) -> None:
+def test_loopback_targets_need_the_private_targets_setting(admin: Tenant, settings: Any, sent: Sends) -> None:
     assert admin.client.post("/api/v1/webhooks/", {"url": "http://127.0.0.1:9/h"}, format="json").status_code == 201
     settings.WEBHOOK_ALLOW_PRIVATE_TARGETS = False
     for url in ("http://127.0.0.1:9/h", "http://localhost/h", "http://10.0.0.5/h", "http://[::1]/h"):
@@ -211,7 +209,7 @@ def test_loopback_targets_need_the_private_targets_setting(admin: Tenant, settin
 
 
 def test_events_fan_out_to_the_active_subscribed_webhooks_of_their_team_on_commit(
-    admin: Tenant, sent: list, django_capture_on_commit_callbacks: Any
+    admin: Tenant, sent: Sends, django_capture_on_commit_callbacks: Any
 ) -> None:
     other = make_tenant("hooks-other", role=ApiKey.Role.ADMIN)
     everything, _ = hook(admin, "http://127.0.0.1:9/all")
@@ -235,7 +233,7 @@ def test_events_fan_out_to_the_active_subscribed_webhooks_of_their_team_on_commi
     assert len(sent) == 3
 
 
-def test_a_rolled_back_event_sends_nothing(admin: Tenant, sent: list) -> None:
+def test_a_rolled_back_event_sends_nothing(admin: Tenant, sent: Sends) -> None:
     hook(admin, "http://127.0.0.1:9/all")
     with pytest.raises(RuntimeError), transaction.atomic():
         completed_event(admin)
@@ -243,7 +241,7 @@ def test_a_rolled_back_event_sends_nothing(admin: Tenant, sent: list) -> None:
     assert not WebhookDelivery.objects.exists() and sent == []
 
 
-def test_approving_an_experience_is_an_event_webhooks_receive(admin: Tenant, sent: list) -> None:
+def test_approving_an_experience_is_an_event_webhooks_receive(admin: Tenant, sent: Sends) -> None:
     hook(admin, "http://127.0.0.1:9/all", event_kinds=["experience_approved"])
     experience = experience_services.experience_create(
         team=admin.team, exp_id="retry-politely", who=["planner"], when="w", what="x", actor="tester"
@@ -258,7 +256,7 @@ def test_approving_an_experience_is_an_event_webhooks_receive(admin: Tenant, sen
 
 
 def test_the_sweeper_resends_lost_deliveries_and_requeues_ones_whose_worker_died(
-    admin: Tenant, sent: list, settings: Any
+    admin: Tenant, sent: Sends, settings: Any
 ) -> None:
     settings.WEBHOOK_MAX_ATTEMPTS = 2
     hook(admin, "http://127.0.0.1:9/all")
@@ -317,7 +315,7 @@ def test_read_and_write_keys_see_webhooks_but_cannot_change_them(admin: Tenant) 
     assert Webhook.objects.count() == 1 and Webhook.objects.get().active
 
 
-def test_another_teams_webhooks_and_deliveries_are_invisible(admin: Tenant, sent: list) -> None:
+def test_another_teams_webhooks_and_deliveries_are_invisible(admin: Tenant, sent: Sends) -> None:
     other = make_tenant("hooks-beta", role=ApiKey.Role.ADMIN)
     theirs, _ = hook(other, "http://127.0.0.1:9/theirs")
     completed_event(other)
@@ -337,7 +335,7 @@ def test_another_teams_webhooks_and_deliveries_are_invisible(admin: Tenant, sent
 
 
 def test_the_delivery_log_lists_attempts_and_a_failed_one_can_be_redelivered(
-    admin: Tenant, receiver: WebhookReceiver, sent: list, settings: Any
+    admin: Tenant, receiver: WebhookReceiver, sent: Sends, settings: Any
 ) -> None:
     settings.WEBHOOK_MAX_ATTEMPTS = 1
     receiver.statuses = [500]
