@@ -28,6 +28,7 @@ from memory_app.compaction.models import CompactionRun
 from memory_app.compaction.selectors import covered_through, latest_done_run
 from memory_app.conversations import counting
 from memory_app.conversations.models import Message, Session
+from memory_app.conversations.selectors import CONTEXT_FIELDS
 from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
 from memory_app.llm import ChatRequest, LLMBudgetExceeded, LLMPermanentError, LLMTransientError, get_backend
@@ -37,7 +38,6 @@ from memsite.errors import Conflict, InvalidInput
 
 log = logging.getLogger(__name__)
 Status = CompactionRun.Status
-_SUMMARY_FIELDS = ("seq", "role", "content", "name", "tool_calls", "tool_call_id", "images", "token_count")
 
 
 # --- configuration --------------------------------------------------------------------
@@ -132,13 +132,13 @@ def _original_instruction(session_id: Any) -> dict[str, Any] | None:
     return (
         Message.objects.filter(session_id=session_id, role=Message.Role.USER)
         .order_by("seq")
-        .values(*_SUMMARY_FIELDS)
+        .values(*CONTEXT_FIELDS)
         .first()
     )
 
 
 def _messages_after(session_id: Any, seq: int) -> list[dict[str, Any]]:
-    return list(Message.objects.filter(session_id=session_id, seq__gt=seq).order_by("seq").values(*_SUMMARY_FIELDS))
+    return list(Message.objects.filter(session_id=session_id, seq__gt=seq).order_by("seq").values(*CONTEXT_FIELDS))
 
 
 def _fingerprint(session_id: Any, after: int, through: int) -> tuple[int, Any]:

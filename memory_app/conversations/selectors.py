@@ -45,7 +45,8 @@ def column(field: ModelField) -> str:
     return field.column
 
 
-_CONTEXT_FIELDS = ("seq", "role", "content", "name", "tool_calls", "tool_call_id", "images", "token_count")
+# What a context (and a compaction reading the same messages) needs of a message row.
+CONTEXT_FIELDS = ("seq", "role", "content", "name", "tool_calls", "tool_call_id", "images", "token_count")
 
 
 def _select(sql: str, params: Sequence[Any], fields: Sequence[ModelField]) -> list[list[Any]]:
@@ -165,7 +166,7 @@ class Context:
 @functools.cache
 def _newest_sql() -> str:
     quote = connection.ops.quote_name
-    columns = ", ".join(quote(column(concrete_field(Message, name))) for name in _CONTEXT_FIELDS)
+    columns = ", ".join(quote(column(concrete_field(Message, name))) for name in CONTEXT_FIELDS)
     return (
         f"SELECT {columns} FROM {quote(Message._meta.db_table)} "  # noqa: S608
         "WHERE session_id = %s AND seq > %s ORDER BY seq DESC LIMIT %s"
@@ -175,15 +176,15 @@ def _newest_sql() -> str:
 def _newest(session: Session, *, after: int, limit: int) -> list[dict[str, Any]]:
     """Up to `limit` newest messages with seq > after, oldest first (reads the window only,
     backwards along the (session, seq) index)."""
-    fields = [concrete_field(Message, name) for name in _CONTEXT_FIELDS]
+    fields = [concrete_field(Message, name) for name in CONTEXT_FIELDS]
     session_pk = Session._meta.pk.get_db_prep_value(session.pk, connection)
     rows = _select(_newest_sql(), [session_pk, after, limit], fields)
-    return [dict(zip(_CONTEXT_FIELDS, row, strict=True)) for row in reversed(rows)]
+    return [dict(zip(CONTEXT_FIELDS, row, strict=True)) for row in reversed(rows)]
 
 
 def _first_user(session: Session) -> dict[str, Any] | None:
     return (
-        Message.objects.filter(session=session, role=Message.Role.USER).order_by("seq").values(*_CONTEXT_FIELDS).first()
+        Message.objects.filter(session=session, role=Message.Role.USER).order_by("seq").values(*CONTEXT_FIELDS).first()
     )
 
 
@@ -193,10 +194,7 @@ def _has_user(messages: Sequence[dict[str, Any]]) -> bool:
 
 def _latest_user(session: Session) -> dict[str, Any] | None:
     return (
-        Message.objects.filter(session=session, role=Message.Role.USER)
-        .order_by("-seq")
-        .values(*_CONTEXT_FIELDS)
-        .first()
+        Message.objects.filter(session=session, role=Message.Role.USER).order_by("-seq").values(*CONTEXT_FIELDS).first()
     )
 
 
@@ -472,7 +470,7 @@ def _label_messages(session: Session, shown: list[dict[str, Any]], after: int) -
     rows = list(
         Message.objects.filter(session=session, seq__gt=after)
         .order_by("-seq")
-        .values(*_CONTEXT_FIELDS)[: len(shown) + 20]
+        .values(*CONTEXT_FIELDS)[: len(shown) + 20]
     )
     labelled: list[ContextEntry] = []
     position = 0
