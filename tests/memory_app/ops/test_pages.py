@@ -122,7 +122,7 @@ def test_superusers_see_it_without_belonging_to_a_team(staff: Client, tenant: Te
 
     assert response.status_code == 200
     html = response.content.decode()
-    assert "<h1>Ops" in html
+    assert "<h1>Ops" in html and "background jobs of every team" in html
     assert 'aria-current="page">Ops</a>' in html
 
 
@@ -149,6 +149,7 @@ def test_a_team_admin_sees_and_retries_only_the_jobs_of_their_teams(
     assert admin.post(retry_url(ours)).status_code == 302
     assert CompactionRun.objects.filter(session=ours.session).count() == 2
     assert b">Ops</a>" in admin.get(reverse("dashboard:sessions")).content
+    assert "background jobs of the teams you administer" in admin.get(OPS).content.decode()
 
 
 # --- counts and ages ------------------------------------------------------------------------------
