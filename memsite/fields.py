@@ -20,7 +20,8 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-def _is_scalar_text(text: str) -> bool:
+def is_scalar_text(text: str) -> bool:
+    """Whether UTF-8 can encode `text`: it holds no lone surrogate (the one case it cannot)."""
     if text.isascii():
         return True
     try:
@@ -33,7 +34,7 @@ def _is_scalar_text(text: str) -> bool:
 def has_lone_surrogate(value: Any) -> bool:
     """Whether any string in `value` (keys included) holds a lone surrogate; builds nothing."""
     if isinstance(value, str):
-        return not _is_scalar_text(value)
+        return not is_scalar_text(value)
     if isinstance(value, dict):
         return any(has_lone_surrogate(key) or has_lone_surrogate(item) for key, item in value.items())
     if isinstance(value, list):

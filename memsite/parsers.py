@@ -21,6 +21,7 @@ from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 
 from memsite.errors import InvalidInput
+from memsite.fields import is_scalar_text
 
 # Levels of objects and arrays one body may nest: far more than any message, record or
 # config needs, far below where Python's parsers and encoders run out of stack.
@@ -38,11 +39,8 @@ def text_problem(text: str) -> str | None:
     """Why `text` cannot be stored, or None when it can."""
     if NUL in text:
         return NUL_PROBLEM
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            return SURROGATE_PROBLEM
+    if not is_scalar_text(text):
+        return SURROGATE_PROBLEM
     return None
 
 
