@@ -332,8 +332,8 @@ def bench_context(team: Any, sizes: list[int], calls: int) -> list[ContextFigure
     from memory_app.compaction import services as compaction
     from memory_app.compaction.models import CompactionRun
     from memory_app.conversations import services
+    from memory_app.conversations.context import context_build
     from memory_app.conversations.models import Session
-    from memory_app.conversations.selectors import context_build
 
     sessions = [seed_session(team, name=f"context-{n}", messages=n, threshold=100_000) for n in sizes]
     settle_database()
@@ -418,8 +418,8 @@ def claim_nothing_round_trip(worker: Worker, done_run_id: str) -> float:
 def end_to_end_once(worker: Worker, session: Any, figures: EndToEnd) -> None:
     from memory_app.compaction import services as compaction
     from memory_app.compaction.models import CompactionRun
+    from memory_app.conversations.context import context_build
     from memory_app.conversations.models import Session
-    from memory_app.conversations.selectors import context_build
 
     mark = worker.mark()
     started = time.perf_counter()

@@ -9,7 +9,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from experiences_app import services
+from experiences_app import selectors, services
 from experiences_app.models import Experience, ExperienceRevision, SelectionLog, TeamExperienceConfig
 from experiences_app.selection import validate_template
 from experiences_app.yaml_io import ExperienceValidationError, validate_experience
@@ -126,6 +126,14 @@ class ConfigForm(forms.ModelForm):
     class Meta:
         model = TeamExperienceConfig
         fields = ["team", "use_experience", "selection_template", "llm_alias"]
+
+    def clean_use_experience(self) -> Any:
+        flags = self.cleaned_data.get("use_experience")
+        if isinstance(flags, dict):
+            conflicts = selectors.switch_conflicts({k.strip(): v for k, v in flags.items() if isinstance(k, str)})
+            if conflicts:
+                raise forms.ValidationError(conflicts)
+        return flags
 
     def clean_selection_template(self) -> str:
         template = self.cleaned_data.get("selection_template") or ""

@@ -7,7 +7,7 @@ import json
 import re
 import uuid
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -19,6 +19,7 @@ from experiences_app.models import Experience, ExperienceRevision, SelectionLog,
 from experiences_app.selection import DEFAULT_SELECTION_TEMPLATE
 from memory_app.compaction.processors import content_text
 from memory_app.conversations.models import Message, Session
+from memory_app.rounds.models import Round
 from memory_app.tenancy.models import Team
 from memsite.errors import NotFound
 
@@ -30,6 +31,13 @@ _FILE_PART = re.compile(r"[^A-Za-z0-9_-]+")
 
 
 # --- roles -----------------------------------------------------------------------------------
+
+
+# The experience configuration's switches, `<switch>.use_experience`, and the role each governs.
+# The configuration names a switch after the role's configuration section, not its name: the
+# CodeInterpreter role's section is `code_generator`. Either spelling works as a key; a role not
+# listed here is switched by its own name.
+USE_EXPERIENCE_SWITCHES: dict[str, str] = {"planner": "Planner", "code_generator": "CodeInterpreter"}
 
 
 def role_key(role: str) -> str:
@@ -141,13 +149,54 @@ def config_template(config: TeamExperienceConfig) -> str:
     return config.selection_template or DEFAULT_SELECTION_TEMPLATE
 
 
-def config_uses_experience(config: TeamExperienceConfig, role: str) -> bool:
-    """`<role>.use_experience`: the exact role name first, then case-folded; unlisted roles use them."""
+def switch_role(switch: str) -> str:
+    """The role a `<switch>.use_experience` key governs: the mapped role, else the role of that name."""
+    return USE_EXPERIENCE_SWITCHES.get(role_key(switch), switch)
+
+
+def role_switches(role: str) -> list[str]:
+    """The switch names of USE_EXPERIENCE_SWITCHES that govern `role` (none for most roles)."""
+    return [switch for switch, governed in USE_EXPERIENCE_SWITCHES.items() if role_key(governed) == role_key(role)]
+
+
+@dataclass(frozen=True)
+class UseExperience:
+    """Whether a role uses experiences, and the `use_experience` key that says so ("" = none: the default)."""
+
+    enabled: bool
+    key: str = ""
+
+
+def config_use_experience(config: TeamExperienceConfig, role: str) -> UseExperience:
+    """`<role>.use_experience` for `role`: its own name (exact, then case-folded) first, then the
+    switch that governs it (`code_generator` for CodeInterpreter); unlisted roles use experiences."""
     flags = config.use_experience or {}
     if role in flags:
-        return bool(flags[role])
-    folded = {role_key(name): bool(flag) for name, flag in flags.items()}
-    return folded.get(role_key(role), True)
+        return UseExperience(bool(flags[role]), role)
+    folded = {role_key(name): name for name in flags}
+    for name in (role, *role_switches(role)):
+        if role_key(name) in folded:
+            key = folded[role_key(name)]
+            return UseExperience(bool(flags[key]), key)
+    return UseExperience(True)
+
+
+def config_uses_experience(config: TeamExperienceConfig, role: str) -> bool:
+    return config_use_experience(config, role).enabled
+
+
+def switch_conflicts(flags: Mapping[str, bool]) -> list[str]:
+    """One message per role that two spellings of its switch set differently (e.g. code_generator
+    and CodeInterpreter): which one wins would be a guess, so the settings refuse it."""
+    by_role: dict[str, list[str]] = {}
+    for name in flags:
+        by_role.setdefault(role_key(switch_role(name)), []).append(name)
+    problems = []
+    for names in by_role.values():
+        if len({bool(flags[name]) for name in names}) > 1:
+            spelled = " and ".join(f"{name!r}" for name in names)
+            problems.append(f"{spelled} both set use_experience for role {switch_role(names[0])!r}, differently")
+    return problems
 
 
 # --- the context of a selection -------------------------------------------------------------
@@ -156,12 +205,17 @@ def config_uses_experience(config: TeamExperienceConfig, role: str) -> bool:
 def session_role_context(*, session: Session, role: str) -> str:
     """The recent conversation the role took part in, oldest first, bounded in messages and characters.
 
-    Like TaskWeaver's `memory.get_role_rounds(role)`: messages sent from or to the role; a session
-    without multi-agent addressing (no message names the role) gives its recent messages instead.
+    Like TaskWeaver's `memory.get_role_rounds(role, include_failure_rounds=False)`: messages sent
+    from or to the role, never a post of a failed round; a session without multi-agent addressing
+    (no message names the role) gives its recent messages instead, with the same rule.
     """
     limit = settings.EXPERIENCE_CONTEXT_MESSAGES
     fields = ("role", "content", "send_from", "send_to")
-    messages = Message.objects.filter(session=session).exclude(role=Message.Role.SYSTEM)
+    messages = (
+        Message.objects.filter(session=session)
+        .exclude(role=Message.Role.SYSTEM)
+        .exclude(round__state=Round.State.FAILED)  # messages outside any round stay
+    )
     addressed = Q(send_from__iexact=role.strip()) | Q(send_to__iexact=role.strip())
     rows = list(messages.filter(addressed).order_by("-seq").values(*fields)[:limit])
     if not rows:

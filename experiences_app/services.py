@@ -136,6 +136,15 @@ def _locked(experience: Experience) -> Experience:
     return Experience.objects.select_for_update().get(pk=experience.pk)
 
 
+def status_after_edit(current: str, *, requested: str | None) -> str:
+    """The status of an experience after a change to its content: the `requested` one, else an
+    approved experience goes back to draft (it needs a new review; only approved ones are
+    candidates for a selection) and any other keeps its status."""
+    if requested is not None:
+        return requested
+    return Status.DRAFT if current == Status.APPROVED else current
+
+
 @transaction.atomic
 def experience_update(*, experience: Experience, data: Mapping[str, Any], actor: str, note: str = "") -> Experience:
     """Change who/when/what and/or status; a content change to an approved experience returns it
@@ -147,8 +156,8 @@ def experience_update(*, experience: Experience, data: Mapping[str, Any], actor:
     status = data.get("status")
     if status is not None and status not in Status.values:
         raise InvalidInput.for_field("status", f"must be one of {', '.join(Status.values)}")
-    if status is None and content_changed and experience.status == Status.APPROVED:
-        status = Status.DRAFT
+    if status is None and content_changed:
+        status = status_after_edit(experience.status, requested=None)
     status_changed = status is not None and status != experience.status
     if not content_changed and not status_changed:
         return experience
@@ -184,8 +193,15 @@ def experience_delete(*, experience: Experience) -> None:
 # --- files -----------------------------------------------------------------------------------
 
 
-def _import_entry(name: str, exp_id: str) -> dict[str, str]:
-    return {"file": name, "exp_id": exp_id}
+def _import_entry(name: str, exp_id: str, status: str) -> dict[str, Any]:
+    return {"file": name, "exp_id": exp_id, "status": status}
+
+
+def _updated_entry(name: str, exp_id: str, *, previous: str, status: str) -> dict[str, Any]:
+    # Only approved experiences are candidates: an approved one the import leaves unapproved is
+    # out of every selection until someone approves it again.
+    left = previous == Status.APPROVED and status != Status.APPROVED
+    return {"file": name, "exp_id": exp_id, "previous_status": previous, "status": status, "left_selection": left}
 
 
 @transaction.atomic
@@ -199,13 +215,22 @@ def experiences_import(
 ) -> dict[str, Any]:
     """Import handcrafted_exp_*.yaml files, deduplicated by exp_id; one bad file never stops the others.
 
-    The report lists {file, exp_id} under created / updated / unchanged, and {file, line, error}
-    under rejected. `approve` approves what the import creates or changes (unchanged experiences
-    keep their status); without it new experiences are drafts and changed approved ones go back
-    to draft. `dry_run` reports the same without writing.
+    The report lists {file, exp_id, status} under created / unchanged, the same plus
+    previous_status and left_selection under updated, and {file, line, error} under rejected.
+    `approve` approves what the import creates or changes (unchanged experiences keep their
+    status); without it new experiences are drafts and changed approved ones go back to draft,
+    which takes them out of selection until they are approved again: those are listed again under
+    left_selection. `dry_run` reports the same without writing.
     """
     parsed, errors = parse_experience_files(files)
-    report: dict[str, Any] = {"dry_run": dry_run, "created": [], "updated": [], "unchanged": [], "rejected": []}
+    report: dict[str, Any] = {
+        "dry_run": dry_run,
+        "created": [],
+        "updated": [],
+        "unchanged": [],
+        "rejected": [],
+        "left_selection": [],
+    }
     report["rejected"] = [{"file": e.name, "line": e.line, "error": e.message} for e in errors]
     existing = {exp.exp_id: exp for exp in Experience.objects.select_for_update().filter(team=team)}
     status = Status.APPROVED if approve else None
@@ -213,10 +238,9 @@ def experiences_import(
         if data.exp_id.lower() in RESERVED_EXP_IDS:
             report["rejected"].append({"file": name, "line": None, "error": f"exp_id {data.exp_id!r} is reserved"})
             continue
-        entry = _import_entry(name, data.exp_id)
         current = existing.get(data.exp_id)
         if current is None:
-            report["created"].append(entry)
+            report["created"].append(_import_entry(name, data.exp_id, status or Status.DRAFT))
             if not dry_run:
                 experience_create(
                     team=team,
@@ -226,14 +250,19 @@ def experiences_import(
                     note=f"imported from {name}",
                 )
         elif (data.who, data.when, data.what) == (current.who, current.when, current.what):
-            report["unchanged"].append(entry)
+            report["unchanged"].append(_import_entry(name, data.exp_id, current.status))
         else:
-            report["updated"].append(entry)
+            previous, after = current.status, status_after_edit(current.status, requested=status)
             if not dry_run:
                 changes: dict[str, Any] = {"who": data.who, "when": data.when, "what": data.what}
                 if status:
                     changes["status"] = status
-                experience_update(experience=current, data=changes, actor=actor, note=f"imported from {name}")
+                note = f"imported from {name}"
+                after = experience_update(experience=current, data=changes, actor=actor, note=note).status
+            entry = _updated_entry(name, data.exp_id, previous=previous, status=after)
+            report["updated"].append(entry)
+            if entry["left_selection"]:
+                report["left_selection"].append(entry)
     if dry_run:
         transaction.set_rollback(True)  # nothing was written; this guards the promise
     report["rejected"].sort(key=lambda item: item["file"])
@@ -269,7 +298,11 @@ def experience_config_update(*, team: Team, data: Mapping[str, Any], actor: str)
             isinstance(k, str) and k.strip() and isinstance(v, bool) for k, v in flags.items()
         ):
             raise InvalidInput.for_field("use_experience", "must map role names to true or false")
-        config.use_experience = {k.strip(): v for k, v in flags.items()}
+        flags = {k.strip(): v for k, v in flags.items()}
+        conflicts = selectors.switch_conflicts(flags)
+        if conflicts:
+            raise InvalidInput("use_experience: " + "; ".join(conflicts), fields={"use_experience": conflicts})
+        config.use_experience = flags
     if "selection_template" in data:
         template = data["selection_template"] or ""
         if template.strip():
@@ -336,10 +369,12 @@ def experience_select(
         context = selectors.session_role_context(session=session, role=role)
     context = _clip_context(context or "", settings.EXPERIENCE_CONTEXT_MAX_CHARS)
     empty: dict[str, Any] = {"role": role, "query": query, "context": context, "selected": [], "prompt_text": ""}
-    if not selectors.config_uses_experience(config, role):
-        return SelectionResult(
-            **empty, use_experience=False, skipped=f"use_experience is false for role {role!r}", candidates=[]
-        )
+    switch = selectors.config_use_experience(config, role)
+    if not switch.enabled:
+        skipped = f"use_experience is false for role {role!r}"
+        if selectors.role_key(switch.key) != selectors.role_key(role):
+            skipped += f" (set by {switch.key}.use_experience)"
+        return SelectionResult(**empty, use_experience=False, skipped=skipped, candidates=[])
     experiences = selectors.experience_candidates(team=team, role=role)
     candidates = [{"exp_id": e.exp_id, "when": e.when} for e in experiences]
     if not candidates:

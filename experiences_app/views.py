@@ -11,6 +11,7 @@ experiences_app.services, like the API and the admin.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from django import forms
@@ -47,8 +48,6 @@ REVISIONS_SHOWN = 100
 SESSIONS_OFFERED = 50  # the newest sessions in the "try selection" picker
 MAX_UPLOADS = 500
 MAX_ROLE_CHARS = 200
-# The experience configuration names these two roles; they are always offered on the settings page.
-SEED_ROLES = ("planner", "code_generator")
 STATUS_LABELS = dict(Experience.Status.choices)
 
 
@@ -490,12 +489,29 @@ def experience_export(request: HttpRequest, *, team: Team, teams: list[Team]) ->
 # --- settings --------------------------------------------------------------------------------
 
 
-def _config_roles(team: Team, config: TeamExperienceConfig) -> list[tuple[str, bool]]:
-    """Every role worth a switch (the configuration's two, those configured, those experiences name)."""
-    names: dict[str, str] = {}
-    for role in (*SEED_ROLES, *config.use_experience, *selectors.experience_roles(team=team)):
-        names.setdefault(selectors.role_key(role), role)
-    return [(role, selectors.config_uses_experience(config, role)) for role in sorted(names.values(), key=str.lower)]
+@dataclass(frozen=True)
+class SwitchRow:
+    switch: str  # the `use_experience` key the page saves
+    role: str  # the role it governs
+    on: bool
+
+
+def _config_switches(team: Team, config: TeamExperienceConfig) -> list[SwitchRow]:
+    """One row per governed role: the configuration's switches first (each with the role it governs),
+    then every other role configured or named by an experience, under its own name. A role that a
+    switch governs shows in that switch's row, whichever spelling is stored."""
+    switches = selectors.USE_EXPERIENCE_SWITCHES
+    rows = {selectors.role_key(role): SwitchRow(switch, role, True) for switch, role in switches.items()}
+    others: dict[str, str] = {}
+    for name in (*config.use_experience, *selectors.experience_roles(team=team)):
+        role = selectors.switch_role(name)
+        if selectors.role_key(role) not in rows:
+            others.setdefault(selectors.role_key(role), role)
+    for key, role in sorted(others.items(), key=lambda item: item[1].lower()):
+        rows[key] = SwitchRow(role, role, True)
+    return [
+        SwitchRow(row.switch, row.role, selectors.config_uses_experience(config, row.role)) for row in rows.values()
+    ]
 
 
 def _render_config(
@@ -514,7 +530,7 @@ def _render_config(
         teams,
         "config",
         config=config,
-        roles=_config_roles(team, config),
+        switches=_config_switches(team, config),
         template=config.selection_template if template is None else template,
         default_template=DEFAULT_SELECTION_TEMPLATE,
         aliases=[("", "The configured LLM"), (selectors.OFFLINE_ALIAS, "Offline (keyword ranking, no LLM)")],

@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "MemoryManager": "memory_client.manager",
     "MemoryResetEvent": "memory_client.events",
     "Message": "memory_client.messages",
+    "MessageContent": "memory_client.messages",
     "MessageError": "memory_client.errors",
     "NotFoundError": "memory_client.errors",
     "Post": "memory_client.conversation",
@@ -50,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "ToolCallMsg": "memory_client.messages",
     "ToolTruncationConfig": "memory_client.config",
     "fact_to_dict": "memory_client.kg",
+    "last_messages": "memory_client.turns",
     "to_llm_dict": "memory_client.openai_format",
 }
 
@@ -80,9 +82,10 @@ if TYPE_CHECKING:
     from memory_client.managed import ManagedConversationMemory, RemoteManagedConversationMemory
     from memory_client.manager import MemoryManager
     from memory_client.memory import ConversationMemory, RemoteConversationMemory
-    from memory_client.messages import AgentCallMsg, Message, ToolCallMsg
+    from memory_client.messages import AgentCallMsg, Message, MessageContent, ToolCallMsg
     from memory_client.openai_format import to_llm_dict
     from memory_client.rounds import Memory
+    from memory_client.turns import last_messages
 
 
 def __getattr__(name: str) -> Any:
@@ -121,6 +124,7 @@ __all__ = [
     "MemoryManager",
     "MemoryResetEvent",
     "Message",
+    "MessageContent",
     "MessageError",
     "NotFoundError",
     "Post",
@@ -134,5 +138,6 @@ __all__ = [
     "ToolCallMsg",
     "ToolTruncationConfig",
     "fact_to_dict",
+    "last_messages",
     "to_llm_dict",
 ]

@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 
 from memory_client.config import ManagedMemoryConfig
-from memory_client.errors import MemoryClientError
+from memory_client.errors import ConflictError, MemoryClientError
 from memory_client.events import EventSink, compaction_event_from, emit
 from memory_client.memory import MAX_LAST, RemoteConversationMemory
 from memory_client.messages import Message
@@ -180,7 +180,7 @@ class RemoteManagedConversationMemory(RemoteConversationMemory):
         """
         session = self._session()
         runs = self._runs()
-        threshold = session["compaction_threshold"]
+        threshold = _threshold(session)
         active = next((run for run in runs if run["status"] in ACTIVE), None)
         return {
             "cache_valid": True,
@@ -195,10 +195,10 @@ class RemoteManagedConversationMemory(RemoteConversationMemory):
 
     # --- writes ----------------------------------------------------------------------------
 
-    def reset_memory(self) -> None:
-        """Delete every message (marsys's managed memory keeps none); the prompt stays on the session."""
-        self._api.request("POST", self._path + "reset/")
-        self._emit_reset_event()
+    def _kept_on_reset(self) -> dict[str, Any] | None:
+        """None: a reset deletes every message (marsys's managed memory keeps none); the prompt
+        stays on the session."""
+        return None
 
     # --- compaction ------------------------------------------------------------------------
 
@@ -218,7 +218,7 @@ class RemoteManagedConversationMemory(RemoteConversationMemory):
 
     def _queue_if_over_threshold(self) -> dict[str, Any] | None:
         session = self._session()
-        threshold = session["compaction_threshold"]
+        threshold = _threshold(session)
         if threshold is None or session["active_tokens"] <= threshold:
             return None
         runs = self._runs()
@@ -232,7 +232,10 @@ class RemoteManagedConversationMemory(RemoteConversationMemory):
         ):
             # Nothing was appended since it failed: the same run would fail the same way.
             return None
-        return self._request_compaction("manual")
+        try:
+            return self._request_compaction("manual")
+        except ConflictError:
+            return None  # nothing can be compacted (the server says why; marsys does nothing either)
 
     async def compact_if_needed(
         self, runtime: dict[str, Any] | None = None, *, wait: bool = False, timeout: float | None = None
@@ -354,3 +357,10 @@ class RemoteManagedConversationMemory(RemoteConversationMemory):
 
 
 ManagedConversationMemory = RemoteManagedConversationMemory
+
+
+def _threshold(session: dict[str, Any]) -> int | None:
+    """The managed context's threshold_tokens (None for a session that is not managed)."""
+    if session.get("memory_type") != "managed_conversation":
+        return None
+    return (session.get("memory_config") or {}).get("threshold_tokens")

@@ -103,6 +103,12 @@ class MemoryManager:
             raise NotImplementedError("extract_and_update_from_text is only available for KGMemory.")
         return self.memory_module.extract_and_update_from_text(*args, **kwargs)
 
+    def keep_last(self, n: int) -> list[str]:
+        """The conversation memories' keep_last (see ConversationMemory.keep_last); KG memory has none."""
+        if isinstance(self.memory_module, RemoteKGMemory):
+            raise NotImplementedError("keep_last is only available for conversation memories, not KGMemory.")
+        return self.memory_module.keep_last(n)
+
     async def compact_if_needed(self, runtime: dict[str, Any] | None = None, **options: Any) -> dict[str, Any] | None:
         """The managed memory's compact_if_needed (options: wait, timeout); None for other types."""
         if isinstance(self.memory_module, RemoteManagedConversationMemory):

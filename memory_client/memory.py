@@ -32,6 +32,7 @@ from memory_client.messages import (
     image_url,
 )
 from memory_client.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT, HttpApi, new_idempotency_key
+from memory_client.turns import tail_cut
 from memory_client.vocabulary.messages import CHAT_MESSAGE_FIELDS, to_llm_dict
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,11 @@ def _as_uuid(value: object) -> str | None:
 
 def _system(prompt: str) -> dict[str, Any]:
     return {"role": "system", "content": prompt}
+
+
+def _stored_record(row: dict[str, Any]) -> dict[str, Any]:
+    """A stored message as an append body that stores it again under the same id."""
+    return {"message_id": row["message_id"], **{f: row[f] for f in WIRE_FIELDS if row.get(f) is not None}}
 
 
 def _chunks(records: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -393,17 +399,55 @@ class RemoteConversationMemory(SessionBound):
 
     def reset_memory(self) -> None:
         """Delete every message, keeping the system prompt (or a leading system message, as marsys)."""
-        keep: dict[str, Any] | None = None
-        if not self._session()["system_prompt"]:
-            first = self._api.get(self._path + "messages/", limit=1)["results"]
-            if first and first[0]["role"] == "system":
-                keep = first[0]
+        kept = self._kept_on_reset()
+        self._reset_to([] if kept is None else [kept])
+
+    def _kept_on_reset(self) -> dict[str, Any] | None:
+        """The row a reset keeps: marsys keeps index 0 when it is a system message, which is a
+        leading system row when the session has no prompt."""
+        if self._session()["system_prompt"]:
+            return None
+        first = self._api.get(self._path + "messages/", limit=1)["results"]
+        return first[0] if first and first[0]["role"] == "system" else None
+
+    def _reset_to(self, rows: list[dict[str, Any]]) -> None:
+        """Reset on the server, store `rows` again (same ids, every field), emit the reset event."""
         self._api.request("POST", self._path + "reset/")
-        if keep is not None:
-            # The server resets all rows; put marsys's kept system message back, same id.
-            record = {field: keep[field] for field in WIRE_FIELDS if keep.get(field) is not None}
-            self._append([{"message_id": keep["message_id"], **record}])
+        if rows:
+            self._append([_stored_record(row) for row in rows])
         self._emit_reset_event()
+
+    def keep_last(self, n: int) -> list[str]:
+        """Keep the system prompt and the last `n` messages, delete the others; return the kept ids.
+
+        The "reset, re-add the last N" recipe, done so the server accepts it: when the cut falls
+        inside a tool turn it moves back to the assistant message that made the calls (so more
+        than `n` may stay), and a tool result whose call was deleted is dropped. Kept messages
+        keep their ids, order and every stored field (their seqs continue after the old ones).
+        A leading system message is kept as reset_memory() keeps it. When nothing would go,
+        nothing changes; otherwise the session is reset (a MemoryResetEvent, compaction
+        summaries reverted) and the kept messages are stored again. Not atomic: what another
+        agent appends between the read and the reset is deleted too.
+        """
+        if n < 0:
+            raise ValueError(f"n must be 0 or more, got {n}")
+        size = n + 1
+        while True:
+            whole = size > MAX_LAST
+            rows = self._rows() if whole else self._rows(last=size)
+            whole = whole or len(rows) < size
+            start, orphans = tail_cut(rows, n)
+            if whole or not orphans:
+                break
+            size *= 2  # a kept tool result answers a call older than the rows read
+        if whole and start == 0 and not orphans:
+            return [row["message_id"] for row in rows]
+        kept = [row for index, row in enumerate(rows) if index >= start and index not in orphans]
+        head = self._kept_on_reset()
+        if head is not None and all(row["message_id"] != head["message_id"] for row in kept):
+            kept.insert(0, head)
+        self._reset_to(kept)
+        return [row["message_id"] for row in kept]
 
     # --- events --------------------------------------------------------------------------
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from memory_client.errors import MessageError
 from memory_client.vocabulary.messages import MESSAGE_FIELDS, to_llm_dict
@@ -35,6 +36,35 @@ _MIME_BY_SUFFIX = {
     ".gif": "image/gif",
     ".webp": "image/webp",
 }
+
+
+# marsys's MessageContent.next_action values (the agent action protocol).
+NEXT_ACTIONS = ("call_tool", "invoke_agent", "final_response")
+
+
+@dataclasses.dataclass
+class MessageContent:
+    """An agent's structured answer (marsys's shape): what it thinks, does next, and with what."""
+
+    thought: str | None = None
+    next_action: str | None = None
+    action_input: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.next_action is not None and self.next_action not in NEXT_ACTIONS:
+            raise ValueError(f"next_action must be one of {set(NEXT_ACTIONS)}, got: {self.next_action}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields that are set."""
+        fields = {"thought": self.thought, "next_action": self.next_action, "action_input": self.action_input}
+        return {field: value for field, value in fields.items() if value is not None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MessageContent:
+        """From a dict; unknown keys are ignored, an unknown next_action is a ValueError."""
+        return cls(
+            thought=data.get("thought"), next_action=data.get("next_action"), action_input=data.get("action_input")
+        )
 
 
 @dataclasses.dataclass
@@ -159,12 +189,38 @@ def calls_to_wire(calls: list[Any] | None) -> list[dict[str, Any]] | None:
     return None if calls is None else [call.to_dict() for call in calls]
 
 
+def _attribute(source: Any, name: str) -> Any:
+    """`source.name`, or `source[name]` when source is a dict (None when missing)."""
+    if isinstance(source, Mapping):
+        return source.get(name)
+    return getattr(source, name, None)
+
+
+def _function_dict(function: Any) -> dict[str, Any]:
+    if isinstance(function, Mapping):
+        return dict(function)
+    # An SDK object (e.g. openai's Function): its name and arguments.
+    found = {name: _attribute(function, name) for name in ("name", "arguments")}
+    return {name: value for name, value in found.items() if value is not None}
+
+
+def _response_tool_call(call: Any) -> dict[str, Any]:
+    """A response's tool call as an OpenAI dict, which Message converts and validates."""
+    kind = _attribute(call, "type")
+    return {
+        "id": _attribute(call, "id"),
+        "type": "function" if kind is None else kind,
+        "function": _function_dict(_attribute(call, "function")),
+    }
+
+
 @dataclasses.dataclass
 class Message:
     """One conversation message, field for field marsys 0.2.1's `Message`."""
 
     role: str
-    content: str | dict[str, Any] | list[dict[str, Any]] | None = None
+    # A MessageContent is kept as its dict (marsys would keep the object, which no API can send).
+    content: str | dict[str, Any] | list[dict[str, Any]] | MessageContent | None = None
     message_id: str = dataclasses.field(default_factory=lambda: str(uuid.uuid4()))
     name: str | None = None
     tool_calls: list[ToolCallMsg] | None = None
@@ -175,6 +231,8 @@ class Message:
     reasoning_details: list[dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.content, MessageContent):
+            self.content = self.content.to_dict()
         self.tool_calls = convert_calls(self.tool_calls, ToolCallMsg, "tool_calls", self.message_id)
         self.agent_calls = convert_calls(self.agent_calls, AgentCallMsg, "agent_calls", self.message_id)
         self.images = check_images(self.images, self.message_id)
@@ -226,6 +284,49 @@ class Message:
             images=response_dict.get("images"),
         )
 
+    @classmethod
+    def from_harmonized_response(
+        cls,
+        harmonized_response: Any,
+        name: str | None = None,
+        images: list[str] | None = None,
+    ) -> Message:
+        """A model's answer as a Message, as marsys builds one from its HarmonizedResponse.
+
+        `harmonized_response` is marsys's HarmonizedResponse, any object with the same
+        attributes (role, content, tool_calls with id/type/function, reasoning_details,
+        metadata.model), or a dict with the same keys. `name` defaults to metadata.model;
+        reasoning_details are kept (Gemini's thought signatures must go back to the model).
+        """
+        metadata = _attribute(harmonized_response, "metadata")
+        calls = _attribute(harmonized_response, "tool_calls") or []
+        return cls(
+            role=_attribute(harmonized_response, "role") or "assistant",
+            content=_attribute(harmonized_response, "content"),
+            name=name or _attribute(metadata, "model"),
+            tool_calls=cast("list[ToolCallMsg] | None", [_response_tool_call(call) for call in calls] or None),
+            images=images,
+            reasoning_details=_attribute(harmonized_response, "reasoning_details"),
+        )
+
     def to_llm_dict(self) -> dict[str, Any]:
         """The dict an LLM API receives: what retrieve_all() returns for this message."""
         return to_llm_dict(self.to_dict())
+
+    def to_api_format(self) -> dict[str, Any]:
+        """marsys's OpenAI format: role, then content, name, tool_calls, tool_call_id (tool
+        messages only) and reasoning_details when set. Unlike to_llm_dict(), images are left
+        out, a dict content is `json.dumps` with its defaults, and a missing content is no key.
+        """
+        result: dict[str, Any] = {"role": self.role}
+        if self.content is not None:
+            result["content"] = json.dumps(self.content) if isinstance(self.content, dict) else self.content
+        if self.name:
+            result["name"] = self.name
+        if self.tool_calls:
+            result["tool_calls"] = [call.to_dict() for call in self.tool_calls]
+        if self.role == "tool" and self.tool_call_id:
+            result["tool_call_id"] = self.tool_call_id
+        if self.reasoning_details:
+            result["reasoning_details"] = self.reasoning_details
+        return result

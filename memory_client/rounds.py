@@ -4,7 +4,7 @@
     round_ = memory.create_round("count the rows of data.csv")
     memory.add_post(round_.id, Post.create("count the rows", "Planner", "CodeInterpreter"))
     memory.set_round_state(round_.id, "finished")
-    memory.get_role_rounds("CodeInterpreter")              # [Round(...)] with only its posts
+    memory.get_role_rounds("CodeInterpreter")              # [Round(...)], each with only its posts
     memory.get_shared_memory_entries("plan")
 
 Every write carries a client-chosen id (round id, post message_id, entry id), so the transport
@@ -101,7 +101,8 @@ class Memory(SessionBound):
         return self._rounds(include_failure_rounds=_flag(include_failure_rounds))
 
     def get_role_rounds(self, role: str, include_failure_rounds: bool = False) -> list[Round]:
-        """TaskWeaver's get_role_rounds: the rounds where `role` sent or received a post, only those posts."""
+        """TaskWeaver's get_role_rounds: every round (failed ones only when asked), each holding only the
+        posts `role` sent or received; a round without one has an empty post_list."""
         return self._rounds(role=role, include_failure_rounds=_flag(include_failure_rounds))
 
     # --- shared memory -------------------------------------------------------------------
@@ -135,7 +136,7 @@ class Memory(SessionBound):
         return Conversation.from_dict(self._api.get(self._path + "conversation/", format="json"))
 
     def record_scratch(self, action: str, observation: Any = None, duration: float | None = None) -> None:
-        """Scratch memory: a tool execution the next assistant message will carry in meta.scratch.
+        """Scratch memory: a tool execution the turn's final answer will carry in meta.scratch.
 
         Not retried once sent: a repeat would record the execution twice."""
         body = {"action": action, "observation": observation, "duration": duration}

@@ -264,6 +264,8 @@ COMPACTION_RESEND_AFTER = env_int("MEMSITE_COMPACTION_RESEND_AFTER", 120, minimu
 COMPACTION_RUNNING_DEADLINE = env_int("MEMSITE_COMPACTION_RUNNING_DEADLINE", 900, minimum=1)
 # After a failed or skipped compaction, wait this long before the next automatic one.
 COMPACTION_MIN_INTERVAL = env_int("MEMSITE_COMPACTION_MIN_INTERVAL", 60, minimum=0)
+# Runs without progress back off: MIN_INTERVAL, doubled per run in a row, at most this long.
+COMPACTION_MAX_BACKOFF = env_int("MEMSITE_COMPACTION_MAX_BACKOFF", 3600, minimum=0)
 BROKER_HEALTH_TIMEOUT = env_float("MEMSITE_BROKER_HEALTH_TIMEOUT", 2.0)
 # A write carrying an Idempotency-Key is answered from its stored response for this long.
 IDEMPOTENCY_TTL = env_int("MEMSITE_IDEMPOTENCY_TTL", 24 * 3600, minimum=60)

@@ -91,6 +91,17 @@ class ImportInputSerializer(serializers.Serializer):
 class ImportEntrySerializer(serializers.Serializer):
     file = serializers.CharField()
     exp_id = serializers.CharField()
+    status = serializers.ChoiceField(
+        choices=Experience.Status.choices, help_text="After the import (what it would be, in a dry run)."
+    )
+
+
+class ImportUpdateSerializer(ImportEntrySerializer):
+    previous_status = serializers.ChoiceField(choices=Experience.Status.choices)
+    left_selection = serializers.BooleanField(
+        help_text="It was approved and the change made it a draft: no longer a candidate for selection "
+        "until it is approved again."
+    )
 
 
 class RejectedSerializer(serializers.Serializer):
@@ -102,9 +113,12 @@ class RejectedSerializer(serializers.Serializer):
 class ImportReportSerializer(serializers.Serializer):
     dry_run = serializers.BooleanField()
     created = ImportEntrySerializer(many=True)
-    updated = ImportEntrySerializer(many=True)
+    updated = ImportUpdateSerializer(many=True)
     unchanged = ImportEntrySerializer(many=True)
     rejected = RejectedSerializer(many=True)
+    left_selection = ImportUpdateSerializer(
+        many=True, help_text="The updated experiences that left selection (approved before, not after)."
+    )
 
 
 class ExportQuerySerializer(serializers.Serializer):
@@ -166,12 +180,19 @@ class ConfigInputSerializer(serializers.Serializer):
 
 class ConfigOutputSerializer(serializers.Serializer):
     use_experience = serializers.DictField(child=serializers.BooleanField())
+    switches = serializers.SerializerMethodField(
+        help_text="The switches named after a role's configuration section, and the role each governs "
+        "(`code_generator` governs CodeInterpreter); any other `use_experience` key is a role name."
+    )
     selection_template = serializers.CharField(allow_blank=True, help_text='"" = the default template')
     effective_template = serializers.SerializerMethodField()
     default_template = serializers.SerializerMethodField()
     llm_alias = serializers.CharField(allow_blank=True)
     updated_at = serializers.DateTimeField(allow_null=True)
     updated_by = serializers.CharField(allow_blank=True)
+
+    def get_switches(self, config: Any) -> dict[str, str]:
+        return dict(selectors.USE_EXPERIENCE_SWITCHES)
 
     def get_effective_template(self, config: Any) -> str:
         return selectors.config_template(config)

@@ -143,7 +143,10 @@ class ExperienceImportView(ExperiencesView):
         description="Import `handcrafted_exp_*.yaml` files (`files`, repeated) and/or a zip of them "
         "(`archive`, or any uploaded .zip), deduplicated by exp_id. Bad files are reported under "
         "`rejected` with file and line and do not stop the others. `dry_run=true` writes nothing; "
-        "`approve=true` (admin key) approves what the import creates or changes.",
+        "`approve=true` (admin key) approves what the import creates or changes. Without it a changed "
+        "approved experience goes back to draft and so leaves selection until it is approved again: "
+        "each updated entry says so (`previous_status`, `status`, `left_selection`), and `left_selection` "
+        "lists them.",
     )
     def post(self, request: Request) -> Response:
         serializer = s.ImportInputSerializer(data=request.data)
@@ -214,8 +217,10 @@ class ExperienceConfigView(ExperiencesView):
     @extend_schema(
         request=s.ConfigInputSerializer,
         responses=s.ConfigOutputSerializer,
-        description="The team's experience settings (admin key): `use_experience` per role (unlisted roles use "
-        'experiences), `selection_template` with {experiences}, {user_query}, {context} ("" = the '
+        description="The team's experience settings (admin key): `use_experience` per switch or role (unlisted "
+        "roles use experiences; `switches` says which role a switch governs, e.g. `code_generator` governs "
+        "CodeInterpreter, and both spellings of one switch must agree), "
+        '`selection_template` with {experiences}, {user_query}, {context} ("" = the '
         'default; literal braces doubled), `llm_alias` ("" = the configured LLM, "offline" = the '
         "extractive backend). Fields left out keep their value.",
     )

@@ -1,4 +1,4 @@
-"""Agent work records API (discoveries, attempts, decisions): documents in JSON or YAML, appends, prompts, attempts.
+"""Agent work records API: documents in JSON or YAML, appends, attempt updates, the context section, prompts.
 
 JSON or YAML is chosen the DRF way: the request's Content-Type picks the parser, and the
 Accept header or `?format=json|yaml` picks the renderer (`?format=text` for the prompt texts).
@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from memory_app.agent_records import documents as agent_memory_yaml
 from memory_app.agent_records import selectors as agent_memory_selectors
 from memory_app.agent_records import services as agent_memory
-from memory_app.agent_records.models import AgentMemory
+from memory_app.agent_records.models import AgentMemory, AgentMemoryEntry
 from memory_app.api.base import TeamScopedView, query_params
 from memory_app.conversations import selectors
 from memory_app.conversations.models import Session
@@ -127,17 +127,94 @@ class EntryAppendView(AgentScopedView):
 
 
 class AttemptDetailView(AgentScopedView):
+    def get_attempt(self, session: Session, attempt_id: str) -> AgentMemoryEntry:
+        return agent_memory_selectors.agent_memory_attempt_get(memory=self.get_memory(session), attempt_id=attempt_id)
+
+    @extend_schema(responses=_DOCUMENT, description="One attempt, as written and updated.")
+    def get(self, request: Request, session_id: str, agent: str, attempt_id: str) -> Response:
+        return Response(self.get_attempt(self.get_session(), attempt_id).data)
+
     @extend_schema(
         request=_DOCUMENT,
         responses=_DOCUMENT,
-        description="Complete an attempt: `result` (success, failure or partial) and any of output, error, "
-        "lessons, artifacts, duration_ms, iterations, tokensUsed, nextStep ... are merged into it.",
+        description="Update an attempt in progress (approach, status, progress, subTasks, currentIssue, "
+        "nextStep, ...: each field sent replaces the stored one) or conclude it with `result` success, "
+        "failure or partial plus output, error, lessons, duration_ms, iterations, tokensUsed. A concluded "
+        "attempt answers 409 to any change (record a new attempt); the same concluding update sent again is "
+        "accepted.",
     )
     def patch(self, request: Request, session_id: str, agent: str, attempt_id: str) -> Response:
-        entry = agent_memory.agent_memory_attempt_complete(
+        entry = agent_memory.agent_memory_attempt_update(
             session=self.get_session(), agent=self.agent, attempt_id=attempt_id, changes=request.data
         )
         return Response(entry.data)
+
+
+def _is_null_value(data: Any, renderer_context: Any) -> bool:
+    """A None that is a value to show (the context not written yet), not the empty body of a 204."""
+    response = (renderer_context or {}).get("response")
+    return data is None and response is not None and response.status_code != status.HTTP_204_NO_CONTENT
+
+
+class NullJSONRenderer(JSONRenderer):
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        if _is_null_value(data, renderer_context):
+            return b"null"
+        return super().render(data, accepted_media_type, renderer_context)
+
+
+class NullYAMLRenderer(YAMLRenderer):
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        if _is_null_value(data, renderer_context):
+            return b"null\n"
+        return super().render(data, accepted_media_type, renderer_context)
+
+
+_CONTEXT_HELP = (
+    "The document's `context` section alone (currentPlanStep, planStepStatus, filesInScope, "
+    "codebaseUnderstanding, taskContext, constraints, openQuestions, nextSteps, blockers, assumptions), "
+    "as JSON or YAML; `null` while the agent has written none."
+)
+
+
+_NULLABLE_OBJECT = {"type": "object", "additionalProperties": {}, "nullable": True}
+
+
+class MemoryContextView(AgentScopedView):
+    renderer_classes = [NullJSONRenderer, NullYAMLRenderer]
+
+    @extend_schema(responses={200: _NULLABLE_OBJECT}, description=_CONTEXT_HELP)
+    def get(self, request: Request, session_id: str, agent: str) -> Response:
+        memory = self.get_memory(self.get_session())
+        return Response(agent_memory_selectors.agent_memory_context(memory=memory))
+
+    @extend_schema(
+        request=_DOCUMENT,
+        responses=_DOCUMENT,
+        description="Replace the context section; the entries stay. " + _CONTEXT_HELP,
+    )
+    def put(self, request: Request, session_id: str, agent: str) -> Response:
+        context = agent_memory.agent_memory_context_replace(
+            session=self.get_session(), agent=self.agent, context=request.data
+        )
+        return Response(context)
+
+    @extend_schema(
+        request=_DOCUMENT,
+        responses=_DOCUMENT,
+        description="Each key sent replaces that key of the context (lists and mappings whole); the others "
+        "stay. " + _CONTEXT_HELP,
+    )
+    def patch(self, request: Request, session_id: str, agent: str) -> Response:
+        context = agent_memory.agent_memory_context_update(
+            session=self.get_session(), agent=self.agent, changes=request.data
+        )
+        return Response(context)
+
+    @extend_schema(responses={204: None}, description="Clear the context section (the document's `context` is null).")
+    def delete(self, request: Request, session_id: str, agent: str) -> Response:
+        agent_memory.agent_memory_context_clear(session=self.get_session(), agent=self.agent)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class MemoryArchiveView(AgentScopedView):

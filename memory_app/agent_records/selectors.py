@@ -24,7 +24,7 @@ from memory_app.agent_records.models import (
     AgentMemoryEntry,
     format_timestamp,
 )
-from memory_app.conversations import selectors
+from memory_app.conversations import context, selectors
 from memory_app.conversations.models import Message, Session
 from memory_app.tenancy.models import Team
 from memsite.errors import NotFound
@@ -37,6 +37,21 @@ def agent_memory_get(*, session: Session, agent: str) -> AgentMemory:
     if memory is None:
         raise NotFound("Agent memory not found.")
     return memory
+
+
+def agent_memory_attempt_get(*, memory: AgentMemory, attempt_id: str) -> AgentMemoryEntry:
+    """One attempt of the document (archived attempts are the archive's)."""
+    row = AgentMemoryEntry.objects.filter(
+        memory=memory, kind=AgentMemoryEntry.Kind.ATTEMPT, entry_id=attempt_id, archived_at__isnull=True
+    ).first()
+    if row is None:
+        raise NotFound("Attempt not found.")
+    return row
+
+
+def agent_memory_context(*, memory: AgentMemory) -> Any:
+    """The document's `context` section: a mapping, or None when the agent has not written one."""
+    return memory.header.get("context")
 
 
 def _session_ref(session: Session) -> str:
@@ -199,7 +214,7 @@ def session_directory_zip(*, session: Session) -> tuple[str, bytes]:
     root = f".rawko/sessions/{safe_ref}/"
     documents = agent_memory_documents(session=session)
     memories = {m.agent: m for m in AgentMemory.objects.filter(session=session)}
-    context = selectors.context_build(session=session)
+    served = context.served_context(session=session)
     export = selectors.session_export(session=session)
     header = {"version": VERSION, "sessionId": ref}
     files: dict[str, Any] = {
@@ -210,7 +225,7 @@ def session_directory_zip(*, session: Session) -> tuple[str, bytes]:
             "systemPrompt": session.system_prompt,
             "memoryConfig": session.memory_config,
             "additionalState": session.additional_state,
-            "activeContext": {"tokenCount": context.token_count, "messages": context.messages},
+            "activeContext": {"tokenCount": served.token_count, "messages": served.messages},
         },
         "conversation.yaml": {**header, "schema": "conversation", "messages": export["messages"]},
         "plan.yaml": {**header, "schema": "plan", **_plan(documents)},

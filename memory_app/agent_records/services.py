@@ -1,4 +1,4 @@
-"""Agent work records (discoveries, attempts, decisions): validate documents, replace, append, complete, archive.
+"""Agent work records: validate documents, replace, append, update attempts and the context, archive.
 
 Every write locks the AgentMemory row first, so ids (`discovery-001`, ...) are assigned
 without gaps or duplicates and the archive job never moves an entry a request is changing.
@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Min, Sum
 from django.utils import timezone
 
+from memory_app.agent_records import selectors as agent_memory_selectors
 from memory_app.agent_records.models import SCHEMA, SECTIONS, VERSION, AgentMemory, AgentMemoryEntry, format_timestamp
 from memory_app.conversations.models import Session
 from memsite.errors import Conflict, InvalidInput, NotFound
@@ -434,34 +435,104 @@ def agent_memory_entry_append(*, session: Session, agent: str, kind: str, entry:
     return row
 
 
+# Fields the format records when an attempt concludes ("lessons: what was learned (added on
+# completion)", how long it took, what it cost); while it runs, an update changes how it is going.
+OUTCOME_FIELDS = ("output", "error", "lessons", "nextAttempt", "duration_ms", "iterations", "tokensUsed")
+FIXED_FIELDS = ("id", "timestamp")
+OUTCOME_PROBLEM = "is recorded when the attempt concludes: send it with result success, failure or partial"
+
+
 @transaction.atomic
-def agent_memory_attempt_complete(*, session: Session, agent: str, attempt_id: str, changes: Any) -> AgentMemoryEntry:
-    """PATCH: record an attempt's outcome (result, output/error, lessons, artifacts, ...)."""
+def agent_memory_attempt_update(*, session: Session, agent: str, attempt_id: str, changes: Any) -> AgentMemoryEntry:
+    """PATCH an attempt: update it while it is in progress, or conclude it with a final result.
+
+    Each field sent replaces the stored one (lists whole, null stays null); the others keep their
+    place. While in progress: approach, status, progress, subTasks, currentIssue, nextStep and any
+    field but the outcomes. With `result` success/failure/partial the attempt concludes, outcomes
+    included. A concluded attempt is what the prompts and the arbiter read as the record of what was
+    tried ("Don't Repeat"), so it no longer changes: trying again is a new attempt. Sending the
+    concluding update again (a retry) changes nothing and is accepted.
+    """
     memory = _locked_memory(session=session, agent=agent, create=False)
-    row = AgentMemoryEntry.objects.filter(
-        memory=memory, kind=Kind.ATTEMPT, entry_id=attempt_id, archived_at__isnull=True
-    ).first()
-    if row is None:
-        raise NotFound("Attempt not found.")
+    row = agent_memory_selectors.agent_memory_attempt_get(memory=memory, attempt_id=attempt_id)
     problems: Problems = {}
     if not isinstance(changes, dict):
         _add(problems, "non_field_errors", f"the body must be a mapping, not {_type_name(changes)}")
         _fail(problems)
-    for frozen in ("id", "timestamp"):
-        if frozen in changes and changes[frozen] != row.data.get(frozen):
-            _add(problems, frozen, "cannot be changed")
-    if "result" not in changes:
-        _add(problems, "result", "is required to complete an attempt")
-    else:
-        one_of(FINAL_RESULTS)(changes["result"], "result", problems)
+    fields(ATTEMPT_FIELDS)(changes, "", problems)
+    for name in FIXED_FIELDS:
+        if name in changes and changes[name] != row.data.get(name) and name not in problems:
+            _add(problems, name, "cannot be changed")
     _fail(problems)
+
     data = {**row.data, **changes}
+    if row.result != "in_progress":
+        if data == row.data:
+            return row
+        raise Conflict(
+            f"{attempt_id} concluded ({row.result}); a concluded attempt no longer changes: record a new attempt"
+        )
+    if changes.get("result") not in FINAL_RESULTS:
+        for name in OUTCOME_FIELDS:
+            if name in changes:
+                _add(problems, name, OUTCOME_PROBLEM)
+        _fail(problems)
     validate_entry(data, kind=Kind.ATTEMPT)
+    if data == row.data:
+        return row
     row.data = data
     _fill_columns(row)
     row.save(update_fields=["data", "timestamp", "result", "plan_step", "size"])
     memory.save(update_fields=["updated_at"])
     return row
+
+
+# --- the context section on its own ------------------------------------------------------------
+
+
+def _validate_context(context: Any) -> None:
+    problems: Problems = {}
+    CONTEXT(context, "", problems)
+    _fail(problems)
+
+
+def _save_context(memory: AgentMemory, context: dict[str, Any] | None) -> None:
+    header = dict(memory.header)
+    if context is None:
+        header.pop("context", None)
+    else:
+        header["context"] = context
+    memory.header = header
+    memory.save(update_fields=["header", "updated_at"])
+
+
+@transaction.atomic
+def agent_memory_context_replace(*, session: Session, agent: str, context: Any) -> dict[str, Any]:
+    """PUT the context section alone; the entries stay as they are. Starts the memory if needed."""
+    validate_agent(agent)
+    _validate_context(context)
+    memory = _locked_memory(session=session, agent=agent, create=True)
+    _save_context(memory, context)
+    return context
+
+
+@transaction.atomic
+def agent_memory_context_update(*, session: Session, agent: str, changes: Any) -> dict[str, Any]:
+    """PATCH the context: each key sent replaces that key (lists and mappings whole), others stay."""
+    validate_agent(agent)
+    _validate_context(changes)
+    memory = _locked_memory(session=session, agent=agent, create=True)
+    current = memory.header.get("context")
+    context = {**(current if isinstance(current, dict) else {}), **changes}
+    _save_context(memory, context)
+    return context
+
+
+@transaction.atomic
+def agent_memory_context_clear(*, session: Session, agent: str) -> None:
+    """DELETE the context: the document's `context` is null again."""
+    memory = _locked_memory(session=session, agent=agent, create=False)
+    _save_context(memory, None)
 
 
 # --- archiving (the file size guidelines by session length) --------------------------------

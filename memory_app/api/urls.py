@@ -95,6 +95,11 @@ urlpatterns = [
         name="agent-memory-attempt-detail",
     ),
     path(
+        "sessions/<uuid:session_id>/agents/<str:agent>/memory/context/",
+        agent_memory_views.MemoryContextView.as_view(),
+        name="agent-memory-context",
+    ),
+    path(
         "sessions/<uuid:session_id>/agents/<str:agent>/memory/decisions/",
         agent_memory_views.EntryAppendView.as_view(kind="decision"),
         name="agent-memory-decisions",

@@ -64,6 +64,11 @@ _RULES: list[tuple[str, Any, str]] = [
         f"items must be among {', '.join(PROCESSORS)}",
     ),
     ("active_context.min_reduction_ratio", lambda v: 0 < v < 1, "must be between 0 and 1 (exclusive)"),
+    (
+        "active_context.summarization.prompt_mode",
+        lambda v: v == "generic",
+        'must be "generic" (the one summarization prompt there is)',
+    ),
     ("active_context.sliding_window.headroom_percent", lambda v: 0 <= v < 1, "must be in [0, 1)"),
     ("active_context.tool_truncation.max_tool_message_tokens", lambda v: v >= 1, "must be at least 1"),
     ("active_context.tool_truncation.grace_recent_messages", lambda v: v >= 0, "must be >= 0"),
@@ -132,10 +137,11 @@ def parse_config(data: Any) -> ManagedMemoryConfig:
     """JSON (partial is fine) -> a full config, or ConfigError naming every bad path."""
     errors: dict[str, list[str]] = {}
     config = _build(ManagedMemoryConfig, data if data is not None else {}, "", errors)
-    if not errors:
-        for path, check, message in _RULES:
-            if not check(_lookup(config, path)):
-                errors[path] = [message]
+    for path, check, message in _RULES:
+        # A setting with a type error holds its default here: its one error is the type's.
+        badly_typed = any(path == bad or path.startswith(f"{bad}.") for bad in errors)
+        if not badly_typed and not check(_lookup(config, path)):
+            errors[path] = [message]
     if errors:
         raise ConfigError(errors)
     return config

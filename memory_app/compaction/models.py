@@ -24,6 +24,9 @@ class CompactionRun(models.Model):
         REVERTED = "reverted", "reverted"
         # The team's daily LLM token budget was spent: ended without calling the LLM.
         BUDGET_EXCEEDED = "budget_exceeded", "budget exceeded"
+        # The processors had nothing worth an LLM call to do (summarization disabled, below
+        # min_reduction_ratio, or every message in the protected tail): ended without one.
+        SKIPPED = "skipped", "skipped"
 
     class Trigger(models.TextChoices):
         THRESHOLD = "threshold", "threshold"
@@ -49,6 +52,15 @@ class CompactionRun(models.Model):
     pre_messages = models.PositiveIntegerField(default=0)
     post_messages = models.PositiveIntegerField(default=0)
     stages_run = JSONField(default=list, blank=True)
+    # Every processor of the session's chain: whether it ran, and why not ({processor, ran, reason}).
+    stages = JSONField(default=list, blank=True)
+    # What the session was when this run was queued or planned: a run that could not make
+    # progress is not queued again until the session has new messages or another config.
+    seen_seq = models.PositiveBigIntegerField(default=0)
+    config_digest = models.CharField(max_length=64, blank=True)
+    # A reverted run holds automatic compaction until the raw history reaches this many
+    # tokens (new messages worth a compaction); "Compact now" lifts the hold.
+    hold_until_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     backend = models.CharField(max_length=50, blank=True)
     model = models.CharField(max_length=200, blank=True)
     prompt_tokens = models.PositiveIntegerField(default=0)

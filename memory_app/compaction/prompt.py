@@ -77,16 +77,32 @@ def collect_images(messages: list[dict[str, Any]]) -> list[ImageRef]:
     return [ImageRef(image_id=f"img_{index:04d}", url=url) for index, url in enumerate(urls)]
 
 
-def build_prompt(*, previous_summary: str | None, transcript: str, output_max_tokens: int) -> list[dict[str, Any]]:
+def build_prompt(
+    *,
+    previous_summary: str | None,
+    transcript: str,
+    output_max_tokens: int,
+    images: list[ImageRef] | None = None,
+) -> list[dict[str, Any]]:
+    """The summarization request. With `images` (include_image_payload_bytes) the model also
+    sees each image, after its id; without, only the ids (images are expensive)."""
     earlier = f"Summary of what came before:\n{previous_summary}\n\n" if previous_summary else ""
-    return [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {
-            "role": "user",
-            "content": f"{earlier}Conversation to summarise:\n{transcript}\n\n"
-            f"Answer with the JSON object only, in at most {output_max_tokens} tokens.",
-        },
-    ]
+    text = (
+        f"{earlier}Conversation to summarise:\n{transcript}\n\n"
+        f"Answer with the JSON object only, in at most {output_max_tokens} tokens."
+    )
+    content: str | list[dict[str, Any]] = text
+    if images:
+        content = [{"type": "text", "text": text}]
+        for ref in images:
+            content.append({"type": "text", "text": f"[image {ref.image_id}]"})
+            content.append({"type": "image_url", "image_url": {"url": ref.url}})
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": content}]
+
+
+def prose_summary(text: str) -> dict[str, Any]:
+    """A summary the model gave as prose instead of the JSON object: the text is the summary."""
+    return {"user_request_summary": "", "summary": text, "salient_facts": [], "open_threads": [], "keep_images": []}
 
 
 class UnusableSummary(ValueError):

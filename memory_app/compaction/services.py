@@ -9,10 +9,12 @@ summary messages that stand in for its seq range when the context is built.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -22,10 +24,11 @@ from django.utils import timezone
 
 from memory_app import jobs
 from memory_app.compaction import config as memory_config
-from memory_app.compaction import processors as ctx
+from memory_app.compaction import pipeline
 from memory_app.compaction import prompt as summary_prompt
 from memory_app.compaction.models import CompactionRun
 from memory_app.compaction.selectors import covered_through, latest_done_run
+from memory_app.conversations import context as served_context
 from memory_app.conversations import counting
 from memory_app.conversations.models import Message, Session
 from memory_app.conversations.selectors import CONTEXT_FIELDS
@@ -48,22 +51,46 @@ def session_config(session: Session) -> memory_config.ManagedMemoryConfig:
 
 
 def threshold_for(memory_type: str, config: memory_config.ManagedMemoryConfig) -> int | None:
-    """The token count that queues a compaction, or None when this session never auto-compacts."""
-    policy = config.active_context
-    if memory_type != "managed_conversation" or not policy.enabled or policy.mode != "compaction":
+    """The token count over which an append queues a compaction, or None when appends never do:
+    not a managed session, summarization off (nothing an LLM would do), or "add" not among its
+    `trigger_events`."""
+    if memory_type != "managed_conversation" or not pipeline.summarization_usable(config):
+        return None
+    if "add" not in config.trigger_events:
         return None
     return config.threshold_tokens
 
 
 def effective_config(*, team_defaults: dict[str, Any], requested: dict[str, Any] | None) -> dict[str, Any]:
-    """Team defaults overlaid with the session's own settings, validated and filled in."""
+    """Team defaults overlaid with the session's own settings, validated and filled in.
+
+    `image_token_estimate` is the server's (MEMSITE_IMAGE_TOKEN_ESTIMATE): every cached
+    message count uses it, so a session cannot count images at another rate.
+    """
+    merged = memory_config.merge(team_defaults or {}, requested or {})
+    server_estimate = settings.IMAGE_TOKEN_ESTIMATE
+    errors: dict[str, list[str]] = {}
+    if "image_token_estimate" in (requested or {}) and requested.get("image_token_estimate") != server_estimate:  # type: ignore[union-attr]
+        errors["image_token_estimate"] = [
+            f"this server counts every image as {server_estimate} tokens (MEMSITE_IMAGE_TOKEN_ESTIMATE); "
+            "a session cannot set another rate"
+        ]
+    merged["image_token_estimate"] = server_estimate
     try:
-        merged = memory_config.merge(team_defaults or {}, requested or {})
-        return memory_config.to_dict(memory_config.parse_config(merged))
+        config = memory_config.parse_config(merged)
     except memory_config.ConfigError as exc:
+        errors = {**exc.errors, **errors}
+    if errors:
+        message = "; ".join(f"{path}: {msgs[0]}" for path, msgs in errors.items())
         raise InvalidInput(
-            f"memory_config: {exc}", fields={f"memory_config.{path}": msgs for path, msgs in exc.errors.items()}
-        ) from exc
+            f"memory_config: {message}", fields={f"memory_config.{path}": msgs for path, msgs in errors.items()}
+        )
+    return memory_config.to_dict(config)
+
+
+def config_digest(memory_config_json: Any) -> str:
+    """A fingerprint of a session's settings: a run that failed under other settings may succeed now."""
+    return hashlib.sha256(json.dumps(memory_config_json or {}, sort_keys=True).encode()).hexdigest()
 
 
 # --- queueing -------------------------------------------------------------------------
@@ -85,41 +112,130 @@ JOB = jobs.JobKind(
     claimed_field="started_at",
     finished_field="finished_at",
     duration_field="duration_ms",
-    # Backing off after a failure keeps a session that cannot be compacted (say, one huge
-    # assistant round) from queueing a doomed run on every append.
-    cooldown_setting="COMPACTION_MIN_INTERVAL",
 )
 
+# Runs that ended without a summary: the same session and settings would end the same way.
+NO_PROGRESS = (Status.FAILED, Status.SKIPPED, Status.BUDGET_EXCEEDED)
 
-def compaction_request(*, session: Session, trigger: str) -> tuple[CompactionRun, bool]:
-    """Queue a compaction unless one is pending or running; returns (run, created).
 
-    The task is sent when the transaction commits, so a worker never looks for a row
-    that is not there yet, and a rolled-back write queues nothing.
-    """
+def _queue(session: Session, trigger: str) -> tuple[CompactionRun, bool]:
     active = CompactionRun.objects.filter(session=session, status__in=CompactionRun.ACTIVE).first()
     if active is not None:
         return active, False
     try:
         with transaction.atomic():
-            run = CompactionRun.objects.create(team_id=session.team_id, session=session, trigger=trigger)
+            run = CompactionRun.objects.create(
+                team_id=session.team_id,
+                session=session,
+                trigger=trigger,
+                seen_seq=session.last_seq,
+                config_digest=config_digest(session.memory_config),
+            )
     except IntegrityError:  # another request queued one between our check and insert
         return CompactionRun.objects.get(session=session, status__in=CompactionRun.ACTIVE), False
     jobs.send(JOB, run.pk, on_commit=True)
     return run, True
 
 
-def compaction_request_if_due(*, session: Session) -> CompactionRun | None:
-    """Queue a threshold compaction unless one is active or one failed within COMPACTION_MIN_INTERVAL."""
-    latest = CompactionRun.objects.filter(session=session).order_by("-created_at").first()
-    if not jobs.may_queue_after(JOB, latest):
+def compaction_request(*, session: Session, trigger: str) -> tuple[CompactionRun, bool]:
+    """Queue a compaction asked for by a person or an agent; returns (run, created).
+
+    A run already pending or running is returned instead of a second one. Conflict (409) when
+    nothing can be compacted, saying why; a manual request lifts a revert's hold. The task is
+    sent when the transaction commits, so a worker never looks for a row that is not there yet.
+    """
+    active = CompactionRun.objects.filter(session=session, status__in=CompactionRun.ACTIVE).first()
+    if active is not None:
+        return active, False
+    blocker = compaction_blocker(session=session, payload=trigger == CompactionRun.Trigger.PAYLOAD_ERROR)
+    if blocker is not None:
+        raise Conflict(f"Nothing to compact: {blocker}")
+    CompactionRun.objects.filter(session=session, hold_until_tokens__isnull=False).update(hold_until_tokens=None)
+    return _queue(session, trigger)
+
+
+def compaction_blocker(*, session: Session, payload: bool = False) -> str | None:
+    """Why a compaction of this session cannot make progress now, or None when it can."""
+    if session.memory_type != "managed_conversation":
+        return "only managed sessions are compacted"
+    config = session_config(session)
+    if not pipeline.summarization_usable(config):
+        return (
+            "summarization is off in this session's memory_config "
+            "(active_context enabled/mode, summarization.enabled, processor_order or excluded_processors)"
+        )
+    previous = latest_done_run(session.pk)
+    rows = Message.objects.filter(session=session, seq__gt=covered_through(previous)).order_by("seq")
+    roles = list(rows.values_list("role", "tool_call_id", "tool_calls"))
+    items = [
+        pipeline.Item(role=role, tokens=1, seq=index + 1, call_ids=_call_ids(calls), tool_call_id=call_id)
+        for index, (role, call_id, calls) in enumerate(roles)
+    ]
+    if pipeline.summarization_prefix_end(items, config, at_least_one=payload) == 0:
+        grace = config.active_context.summarization.grace_recent_messages
+        return (
+            "every message after the latest summary is in the protected tail "
+            f"(summarization.grace_recent_messages = {grace})"
+        )
+    return None
+
+
+def _call_ids(calls: Any) -> tuple[str, ...]:
+    return tuple(str(call.get("id")) for call in calls or [] if isinstance(call, dict))
+
+
+def auto_compaction_hold(session: Session) -> str | None:
+    """Why an automatic compaction is not queued now although the session is over its
+    threshold (None: it may be queued)."""
+    runs = list(CompactionRun.objects.filter(session=session).order_by("-created_at")[:8])
+    if runs and runs[0].status in CompactionRun.ACTIVE:
+        return f"a compaction is already {runs[0].status}"
+    held = CompactionRun.objects.filter(
+        session=session, status=Status.REVERTED, hold_until_tokens__gt=session.history_tokens
+    ).first()
+    if held is not None and held.hold_until_tokens is not None:
+        more = held.hold_until_tokens - session.history_tokens
+        return f"paused after a revert until {more} more tokens of new messages (or Compact now)"
+    if not runs or runs[0].status not in NO_PROGRESS:
         return None
-    run, _ = compaction_request(session=session, trigger=CompactionRun.Trigger.THRESHOLD)
+    latest = runs[0]
+    if latest.seen_seq == session.last_seq and latest.config_digest == config_digest(session.memory_config):
+        return f"the latest compaction ended {latest.status} and nothing changed since (new messages or settings)"
+    failures = 0
+    for run in runs:
+        if run.status not in NO_PROGRESS:
+            break
+        failures += 1
+    wait = min(settings.COMPACTION_MIN_INTERVAL * 2 ** (failures - 1), settings.COMPACTION_MAX_BACKOFF)
+    ended = latest.finished_at or latest.created_at
+    if ended > timezone.now() - timedelta(seconds=wait):
+        return f"backing off after {failures} compaction(s) without progress (next try after {wait} s)"
+    return None
+
+
+def compaction_request_if_due(*, session: Session) -> CompactionRun | None:
+    """Queue an automatic (threshold) compaction unless one is active, a revert holds it, or
+    the latest runs made no progress (not until the session changes, then with a back-off)."""
+    if auto_compaction_hold(session) is not None:
+        return None
+    run, _ = _queue(session, CompactionRun.Trigger.THRESHOLD)
     return run
 
 
+def compaction_request_on_read(*, session: Session) -> CompactionRun | None:
+    """A read of the context is a trigger when the session lists "get_messages" in its trigger_events."""
+    if session.memory_type != "managed_conversation":
+        return None
+    config = session_config(session)
+    if "get_messages" not in config.trigger_events or not pipeline.summarization_usable(config):
+        return None
+    if session.active_tokens <= config.threshold_tokens:
+        return None
+    return compaction_request_if_due(session=session)
+
+
 def sessions_over_threshold() -> list[Session]:
-    """Sessions whose active context exceeds their threshold (for the sweeper)."""
+    """Sessions whose active context exceeds their append threshold (for the sweeper)."""
     return list(
         Session.objects.filter(compaction_threshold__isnull=False, active_tokens__gt=F("compaction_threshold"))[:500]
     )
@@ -128,7 +244,7 @@ def sessions_over_threshold() -> list[Session]:
 # --- reading the pieces ---------------------------------------------------------------
 
 
-def _original_instruction(session_id: Any) -> dict[str, Any] | None:
+def _first_user(session_id: Any) -> dict[str, Any] | None:
     return (
         Message.objects.filter(session_id=session_id, role=Message.Role.USER)
         .order_by("seq")
@@ -155,7 +271,8 @@ def payload_bytes(messages: list[dict[str, Any]]) -> int:
 
 
 def active_tokens(session: Session, run: CompactionRun | None) -> int:
-    """System prompt + summary + every message after it, from cached counts."""
+    """The active context's size: system prompt + summary (with the instruction it keeps) +
+    every message after it, from cached counts. Session.active_tokens caches this figure."""
     after = run.covered_to_seq if run else 0
     tail = Message.objects.filter(session=session, seq__gt=after).aggregate(t=Sum("token_count"))["t"] or 0
     summary = sum(m["token_count"] for m in (run.summary or [])) if run else 0
@@ -166,6 +283,14 @@ def _count(message: dict[str, Any]) -> int:
     return counting.message_tokens(message)
 
 
+def _image_urls(message: dict[str, Any]) -> list[str]:
+    urls = [url for url in message.get("images") or [] if url]
+    content = message.get("content")
+    if isinstance(content, list):
+        urls += [p["image_url"]["url"] for p in content if isinstance(p, dict) and p.get("type") == "image_url"]
+    return urls
+
+
 # --- the job ----------------------------------------------------------------------------
 
 
@@ -174,44 +299,80 @@ class Plan:
     """What a claimed run will summarise, read before the LLM call."""
 
     previous: CompactionRun | None
-    prefix: list[dict[str, Any]]
+    prefix: list[dict[str, Any]]  # as the summarizer reads them (tool outputs truncated when that ran)
     through_seq: int
     fingerprint: tuple[int, Any]
-    pre_messages: list[dict[str, Any]]
+    pre_messages: list[dict[str, Any]]  # the previous summary and every message after it
+    stages: list[pipeline.Stage]
 
 
-def _plan(run: CompactionRun, config: memory_config.ManagedMemoryConfig) -> Plan | None:
-    previous = latest_done_run(run.session_id)
+@dataclass(frozen=True)
+class Skip:
+    stages: list[pipeline.Stage]
+    reason: str
+
+
+def _plan(run: CompactionRun, session: Session, config: memory_config.ManagedMemoryConfig) -> Plan | Skip:
+    """Run the session's processor chain over its active context, as a worker does: which
+    processors run, and what summarization (if it runs) reads."""
+    previous = latest_done_run(session.pk)
     after = covered_through(previous)
-    messages = _messages_after(run.session_id, after)
-    grace = config.active_context.summarization.grace_recent_messages
-    if run.trigger == CompactionRun.Trigger.PAYLOAD_ERROR:
-        grace = max(grace, 1)
-    split = ctx.turn_boundary(messages, ctx.protected_tail_start(messages, grace))
-    prefix = messages[:split]
-    if not prefix:
-        return None
-    through = prefix[-1]["seq"]
-    pre = (previous.summary or []) if previous else []
+    rows = _messages_after(session.pk, after)
+    head = [dict(m) for m in (previous.summary or [])] if previous else []
+    items = [pipeline.Item(role=m["role"], tokens=int(m.get("token_count") or 0)) for m in head]
+    items += [served_context.row_item(row, config) for row in rows]
+    chained = pipeline.run_chain(items, config, fixed_tokens=session.system_prompt_tokens, with_summary=True)
+    stages, through = list(chained.window.stages), chained.summarize_through
+    forced = run.trigger in (CompactionRun.Trigger.MANUAL, CompactionRun.Trigger.PAYLOAD_ERROR)
+    if forced and through == 0 and pipeline.summarization_usable(config):
+        # Asked for: the min_reduction_ratio gate is for automatic runs.
+        is_payload = run.trigger == CompactionRun.Trigger.PAYLOAD_ERROR
+        end = pipeline.summarization_prefix_end(items, config, at_least_one=is_payload)
+        if end and any(item.seq is not None for item in items[:end]):
+            through = end
+            stages = [s for s in stages if s.processor != pipeline.SUMMARIZATION]
+            stages.append(pipeline.Stage(pipeline.SUMMARIZATION, True, f"asked for ({run.trigger})"))
+    if through == 0:
+        reasons = [s.reason for s in stages if s.processor == pipeline.SUMMARIZATION]
+        return Skip(stages, reasons[0] if reasons else "summarization is not in processor_order")
+    prefix_rows = [
+        served_context.shorten(row, config) if len(head) + offset in chained.truncated else row
+        for offset, row in enumerate(rows[: through - len(head)])
+    ]
+    through_seq = prefix_rows[-1]["seq"]
     return Plan(
         previous=previous,
-        prefix=prefix,
-        through_seq=through,
-        fingerprint=_fingerprint(run.session_id, after, through),
-        pre_messages=[*pre, *messages],
+        prefix=prefix_rows,
+        through_seq=through_seq,
+        fingerprint=_fingerprint(session.pk, after, through_seq),
+        pre_messages=[*head, *rows],
+        stages=stages,
     )
 
 
-def _summarize(run: CompactionRun, plan: Plan, config: memory_config.ManagedMemoryConfig) -> tuple[list[dict], Any]:
+@dataclass(frozen=True)
+class Summary:
+    messages: list[dict[str, Any]]
+    result: Any
+    prose: bool  # the model answered in prose, kept as the summary
+
+
+def _summarize(run: CompactionRun, plan: Plan, config: memory_config.ManagedMemoryConfig) -> Summary:
     """Call the LLM (outside any transaction) and turn its answer into summary messages."""
     summarization = config.active_context.summarization
-    images = summary_prompt.collect_images(plan.prefix)
+    session = run.session
+    instruction = _first_user(session.pk) if summarization.include_original_instruction else None
+    if instruction is not None and instruction["seq"] > plan.through_seq:
+        instruction = None
+    kept_urls = set(_image_urls(instruction)) if instruction else set()
+    images = [ref for ref in summary_prompt.collect_images(plan.prefix) if ref.url not in kept_urls]
     previous_text = _summary_text(plan.previous)
     request = ChatRequest(
         messages=summary_prompt.build_prompt(
             previous_summary=previous_text,
             transcript=summary_prompt.transcript_for_prompt(plan.prefix, images),
             output_max_tokens=summarization.output_max_tokens,
+            images=images if summarization.include_image_payload_bytes else None,
         ),
         purpose="summarize",
         max_tokens=summarization.output_max_tokens,
@@ -222,29 +383,43 @@ def _summarize(run: CompactionRun, plan: Plan, config: memory_config.ManagedMemo
             "image_ids": [ref.image_id for ref in images],
         },
     )
-    session = run.session
     result = llm_complete(
         backend=get_backend(), request=request, team=session.team, session=session, agent=session.agent_name
     )
+    prose = False
     try:
         data = summary_prompt.parse_summary(result.text)
     except summary_prompt.UnusableSummary as exc:
-        raise LLMTransientError(f"unusable summary: {exc}; raw answer: {result.text[:2000]}") from exc
+        # The same prompt would get the same answer: never pay for it twice.
+        text = (result.text or "").strip()
+        if not text:
+            raise LLMPermanentError(f"unusable summary: {exc}; the model's answer was empty") from exc
+        data, prose = summary_prompt.prose_summary(text), True
     max_images = summarization.max_retained_images
     budget = None
     if run.trigger == CompactionRun.Trigger.PAYLOAD_ERROR:
         max_images = 5 if max_images is None else max_images
         budget = int(settings.LLM_PAYLOAD_LIMIT_BYTES * 0.5)
+    if max_images is not None:
+        # The instruction's images count toward the cap: it is served with the summary.
+        max_images = max(max_images - len(kept_urls), 0)
     kept = summary_prompt.choose_images(data["keep_images"], images, max_count=max_images, byte_budget=budget)
     summary = summary_prompt.summary_messages(data, kept, model=result.model)
+    head: list[dict[str, Any]] = []
+    if instruction is not None:
+        # Kept verbatim in front of the summary, counted like every part of the context.
+        head.append({**to_openai_message(instruction), "kind": "instruction", "seq": instruction["seq"]})
     # Counted once here and stored, so building the context never re-tokenises a summary.
-    return [dict(m, token_count=_count(m)) for m in summary], result
+    messages = [dict(m, token_count=_count(to_openai_message(m))) for m in [*head, *summary]]
+    return Summary(messages=messages, result=result, prose=prose)
 
 
 def _summary_text(run: CompactionRun | None) -> str | None:
     if run is None or not run.summary:
         return None
-    return "\n".join(str(m["content"]) for m in run.summary if isinstance(m.get("content"), str))
+    return "\n".join(
+        str(m["content"]) for m in run.summary if isinstance(m.get("content"), str) and m.get("kind") != "instruction"
+    )
 
 
 def _event(session: Session, kind: str, run: CompactionRun, **data: Any) -> None:
@@ -271,48 +446,72 @@ def compaction_execute(*, run_id: str) -> str:
     session = run.session
     started = time.monotonic()
     config = session_config(session)
-    plan = _plan(run, config)
-    _event(
-        session,
-        MemoryEvent.Kind.COMPACTION_STARTED,
-        run,
-        status="started",
-        pre_tokens=session.active_tokens,
-        pre_messages=(len(plan.pre_messages) + bool(session.system_prompt)) if plan else 0,
-    )
-    if plan is None:
-        return _finish_failed(run, session, "nothing to compact: every message is in the protected tail", started)
+    plan = _plan(run, session, config)
+    seen = {"seen_seq": session.last_seq, "config_digest": config_digest(session.memory_config)}
+    if run.attempts == 1:  # a retry continues the run the "started" event announced
+        _event(
+            session,
+            MemoryEvent.Kind.COMPACTION_STARTED,
+            run,
+            status="started",
+            pre_tokens=session.active_tokens,
+            pre_messages=(len(plan.pre_messages) if isinstance(plan, Plan) else 0) + bool(session.system_prompt),
+        )
+    if isinstance(plan, Skip):
+        fields = {**seen, "stages": [s.to_json() for s in plan.stages], "stages_run": pipeline.stages_run(plan.stages)}
+        return _finish_failed(run, session, plan.reason, started, status=Status.SKIPPED, fields=fields)
+    fields = {**seen, "stages": [s.to_json() for s in plan.stages]}
     try:
-        summary, result = _summarize(run, plan, config)
+        summary = _summarize(run, plan, config)
     except LLMTransientError as exc:
-        return _retry_or_fail(run, session, exc, started)
+        return jobs.retry_or_fail(
+            JOB,
+            run,
+            error=exc.detail,
+            retry_after=exc.retry_after,
+            started=started,
+            fields=fields,
+            on_failed=_failed_event(session, started),
+        )
     except LLMBudgetExceeded as exc:
-        return _finish_failed(run, session, exc.detail, started, status=Status.BUDGET_EXCEEDED)
+        return _finish_failed(run, session, exc.detail, started, status=Status.BUDGET_EXCEEDED, fields=fields)
     except LLMPermanentError as exc:
-        return _finish_failed(run, session, exc.detail, started)
-    return _write_summary(run, session, plan, summary, result, started)
+        return _finish_failed(run, session, exc.detail, started, fields=fields)
+    return _write_summary(run, session, plan, summary, started, seen)
 
 
 def _write_summary(
-    run: CompactionRun, session: Session, plan: Plan, summary: list[dict], result: Any, started: float
+    run: CompactionRun, session: Session, plan: Plan, summary: Summary, started: float, seen: dict[str, Any]
 ) -> str:
-    tail = [m for m in plan.pre_messages if m.get("seq", 0) > plan.through_seq]
+    result = summary.result
+    stages = [
+        pipeline.Stage(s.processor, s.ran, "the model answered in prose: kept as the summary", s.estimated_savings)
+        if summary.prose and s.processor == pipeline.SUMMARIZATION
+        else s
+        for s in plan.stages
+    ]
+    fields = {**seen, "stages": [s.to_json() for s in stages]}
+    # The raw messages after the summarised range (summary messages carry no seq; the kept
+    # instruction does, with its kind).
+    tail = [m for m in plan.pre_messages if m.get("kind") is None and m.get("seq", 0) > plan.through_seq]
     pre = (
         [{"role": "system", "content": session.system_prompt, "token_count": session.system_prompt_tokens}]
         if session.system_prompt
         else []
     )
     pre_all = pre + [dict(m, token_count=m.get("token_count") or _count(m)) for m in plan.pre_messages]
-    post_all = pre + summary + tail
+    post_all = pre + summary.messages + tail
     is_payload = run.trigger == CompactionRun.Trigger.PAYLOAD_ERROR
     pre_bytes, post_bytes = payload_bytes(pre_all), payload_bytes(post_all)
     if is_payload and post_bytes >= pre_bytes:
-        return _finish_failed(run, session, f"payload not reduced ({pre_bytes} -> {post_bytes} bytes)", started)
+        reason = f"payload not reduced ({pre_bytes} -> {post_bytes} bytes)"
+        return _finish_failed(run, session, reason, started, fields=fields)
     pre_tokens = sum(m["token_count"] for m in pre_all)
     post_tokens = sum(m["token_count"] for m in post_all)
     if not is_payload and post_tokens >= pre_tokens:
         # A summary longer than what it replaces would grow the context it exists to shrink.
-        return _finish_failed(run, session, f"summary did not reduce tokens ({pre_tokens} -> {post_tokens})", started)
+        reason = f"summary did not reduce tokens ({pre_tokens} -> {post_tokens})"
+        return _finish_failed(run, session, reason, started, fields=fields)
     with transaction.atomic():
         locked = Session.objects.select_for_update().get(pk=session.pk)
         current = CompactionRun.objects.select_for_update().get(pk=run.pk)
@@ -328,7 +527,7 @@ def _write_summary(
             current.save(update_fields=["status", "queued_at"])
             jobs.send(JOB, run.pk, on_commit=True)
             return "covered-messages-changed"
-        current.summary = summary
+        current.summary = summary.messages
         current.covered_from_seq = after
         current.covered_to_seq = plan.through_seq
         current.status = Status.DONE
@@ -337,7 +536,9 @@ def _write_summary(
         current.pre_tokens, current.post_tokens = pre_tokens, post_tokens
         current.pre_messages, current.post_messages = len(pre_all), len(post_all)
         current.pre_bytes, current.post_bytes = pre_bytes, post_bytes
-        current.stages_run = ["summarization"]
+        current.stages = fields["stages"]
+        current.stages_run = pipeline.stages_run(stages)
+        current.seen_seq, current.config_digest = seen["seen_seq"], seen["config_digest"]
         current.finished_at = timezone.now()
         current.duration_ms = int((time.monotonic() - started) * 1000)
         current.error = ""
@@ -359,21 +560,24 @@ def _write_summary(
     return "done"
 
 
-def _retry_or_fail(run: CompactionRun, session: Session, exc: LLMTransientError, started: float) -> str:
-    return jobs.retry_or_fail(
+def _finish_failed(
+    run: CompactionRun,
+    session: Session,
+    reason: str,
+    started: float,
+    *,
+    status: str = Status.FAILED,
+    fields: dict[str, Any] | None = None,
+) -> str:
+    return jobs.fail(
         JOB,
         run,
-        error=exc.detail,
-        retry_after=exc.retry_after,
+        reason=reason,
+        status=status,
         started=started,
+        fields=fields,
         on_failed=_failed_event(session, started),
     )
-
-
-def _finish_failed(
-    run: CompactionRun, session: Session, reason: str, started: float, *, status: str = Status.FAILED
-) -> str:
-    return jobs.fail(JOB, run, reason=reason, status=status, started=started, on_failed=_failed_event(session, started))
 
 
 def _failed_event(session: Session, started: float) -> jobs.OnFailed:
@@ -382,7 +586,7 @@ def _failed_event(session: Session, started: float) -> jobs.OnFailed:
             session,
             MemoryEvent.Kind.COMPACTION_FAILED,
             run,
-            status="failed",
+            status="skipped" if status == Status.SKIPPED else "failed",
             reason=status,
             error=reason,
             duration=time.monotonic() - started,
@@ -403,7 +607,12 @@ def compaction_revert(*, run: CompactionRun) -> CompactionRun:
         raise Conflict("Only the latest completed compaction can be reverted (revert later ones first).")
     run.status = Status.REVERTED
     run.reverted_at = timezone.now()
-    run.save(update_fields=["status", "reverted_at"])
+    # Hold automatic compaction: re-summarising the same range at once would undo the revert.
+    # It resumes once new messages are worth a compaction (the growth from a compaction's
+    # target to the threshold), or when someone asks for one.
+    config = session_config(session)
+    run.hold_until_tokens = session.history_tokens + config.threshold_tokens - config.compaction_target_tokens
+    run.save(update_fields=["status", "reverted_at", "hold_until_tokens"])
     session.active_tokens = active_tokens(session, latest_done_run(session.pk))
     session.save(update_fields=["active_tokens"])
     _event(session, MemoryEvent.Kind.COMPACTION_REVERTED, run, status="reverted")
@@ -436,6 +645,6 @@ def compaction_retry(*, run: CompactionRun) -> tuple[CompactionRun, bool]:
     pending or running for the session is returned instead of queueing a second one.
     """
     current = CompactionRun.objects.select_related("session").get(pk=run.pk)
-    if current.status != Status.FAILED:
-        raise Conflict(f"Only a failed compaction can be retried (this one is {current.status}).")
+    if current.status not in (Status.FAILED, Status.SKIPPED):
+        raise Conflict(f"Only a failed or skipped compaction can be retried (this one is {current.status}).")
     return compaction_request(session=current.session, trigger=current.trigger)

@@ -16,7 +16,8 @@ from rest_framework.response import Response
 from memory_app.agent_records import selectors as agent_memory_selectors
 from memory_app.api.base import TeamScopedView, query_params
 from memory_app.api.idempotent import KEY_PARAMETER, idempotent_write
-from memory_app.conversations import selectors, services
+from memory_app.compaction import services as compaction
+from memory_app.conversations import context, selectors, services
 from memory_app.conversations import serializers as s
 from memory_app.tenancy.permissions import require_admin
 from memory_app.usage import llm_calls as llm_usage
@@ -201,13 +202,14 @@ class ContextView(TeamScopedView):
     def get(self, request: Request, session_id: str) -> Response:
         query = query_params(s.ContextQuerySerializer, request)
         session = self.get_session()
-        context = selectors.context_build(session=session, last=query.get("last"), max_tokens=query.get("max_tokens"))
+        served = context.served_context(session=session, last=query.get("last"), max_tokens=query.get("max_tokens"))
         llm_usage.context_served_record(
             session=session,
             agent=query.get("agent") or self.api_key.agent_name or session.agent_name,
-            served_tokens=context.token_count,
+            served_tokens=served.token_count,
         )
-        return Response({"messages": context.messages, "token_count": context.token_count})
+        compaction.compaction_request_on_read(session=session)
+        return Response({"messages": served.messages, "token_count": served.token_count})
 
 
 class SessionExportView(TeamScopedView):

@@ -32,7 +32,7 @@ from django.views.decorators.http import require_POST
 from memory_app.compaction import selectors as compaction_selectors
 from memory_app.compaction import services as compaction
 from memory_app.compaction.models import CompactionRun
-from memory_app.conversations import selectors
+from memory_app.conversations import context, selectors
 from memory_app.conversations.images import MAX_URL_LENGTH
 from memory_app.conversations.models import MemoryType, Message, Session
 from memory_app.dashboard.decorators import get_or_404, non_negative_int, team_page
@@ -343,7 +343,7 @@ def session_detail(request: HttpRequest, session_id: uuid.UUID, *, team: Team, t
     )
     totals = selectors.session_totals(session=session)
     on_page = {message.seq for message in page.messages}
-    active = selectors.active_context_view(session=session, show_last=ACTIVE_CONTEXT_SHOWN)
+    active = context.active_context_view(session=session, show_last=ACTIVE_CONTEXT_SHOWN)
     ledger = compaction_selectors.compaction_ledger(
         session=session, limit=RUNS_SHOWN, messages_per_run=DIFF_MESSAGES_SHOWN
     )
@@ -458,7 +458,7 @@ def compact_message(data: dict[str, Any], *, on_page: set[int], seq: int | None 
     )
 
 
-def _context_entry_view(entry: selectors.ContextEntry, on_page: set[int]) -> CompactMessage:
+def _context_entry_view(entry: context.ContextPart, on_page: set[int]) -> CompactMessage:
     return compact_message(
         entry.message,
         on_page=on_page,

@@ -454,7 +454,7 @@ def _append(
                     _queue_compaction(session_id)
                 if reserved.memory_type == MemoryType.KG:
                     fact_extraction.fact_extraction_request_if_due(session_id=session_id, team_id=team_id)
-            if reserved.pending_scratch and scratch.has_assistant(rows):
+            if reserved.pending_scratch and scratch.has_final_answer(rows):
                 # Autocommit: the rows are committed already; settling is exact anyway (by seq).
                 scratch.scratch_settle(session_id=session_id, appended=rows)
         else:
@@ -469,7 +469,7 @@ def _append(
                     _queue_compaction(session_id)
                 if reserved.memory_type == MemoryType.KG:
                     fact_extraction.fact_extraction_request_if_due(session_id=session_id, team_id=team_id)
-                if reserved.pending_scratch and scratch.has_assistant(rows):
+                if reserved.pending_scratch and scratch.has_final_answer(rows):
                     scratch.scratch_settle(session_id=session_id, appended=rows)
     except IntegrityError:
         replay = _replayed(session_id=session_id, messages=messages, path=path) if has_client_ids else None

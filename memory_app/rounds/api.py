@@ -39,8 +39,9 @@ class RoundListCreateView(TeamScopedView):
         parameters=[rs.RoundListQuerySerializer],
         responses=_ROUND_PAGE,
         description="The session's rounds in order, each with its posts and their attachments. With `role`: "
-        "TaskWeaver's Memory.get_role_rounds (rounds where the role sent or received a post, only those posts; "
-        "failed rounds left out unless `include_failure_rounds=true`).",
+        "TaskWeaver's Memory.get_role_rounds (every round, holding only the posts the role sent or received, "
+        "so a round without one has an empty `post_list`; failed rounds left out unless "
+        "`include_failure_rounds=true`).",
     )
     def get(self, request: Request, session_id: str) -> Response:
         query = query_params(rs.RoundListQuerySerializer, request)

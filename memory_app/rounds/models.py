@@ -102,11 +102,12 @@ class SharedMemoryEntry(models.Model):
 
 
 class ScratchEntry(models.Model):
-    """A tool execution of the current turn, waiting for the next assistant message.
+    """A tool execution of the current turn, waiting for the turn's final answer.
 
     `after_seq` is the session's last seq when it was recorded (read under the session-row
-    lock every append takes), so "the next assistant message" is exact: the first assistant
-    message with a larger seq. It is deleted when copied into that message's `meta.scratch`.
+    lock every append takes), so "the final answer" is exact: the first assistant message
+    without tool calls with a larger seq. It is deleted when copied into that message's
+    `meta.scratch`.
     """
 
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="scratch_entries")

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Q
 
 from memory_app.compaction.processors import content_text
 from memory_app.conversations.models import Message, Session
@@ -69,14 +69,13 @@ def round_page(
 ) -> RoundPage:
     """The session's rounds in order with their posts and attachments.
 
-    With `role`: TaskWeaver's get_role_rounds, the rounds where that role sent or received a
-    post, each holding only those posts. `include_failure_rounds=False` leaves failed rounds out.
+    With `role`: TaskWeaver's get_role_rounds, every round (its id, user query and state), each
+    holding only the posts that role sent or received: a round without one keeps an empty post
+    list, as TaskWeaver's does. `include_failure_rounds=False` leaves failed rounds out.
     """
     rounds = Round.objects.filter(session=session)
     if not include_failure_rounds:
         rounds = rounds.exclude(state=Round.State.FAILED)
-    if role is not None:
-        rounds = rounds.filter(Exists(Message.objects.filter(_role_filter(role), round=OuterRef("pk"))))
     if after is not None:
         rounds = rounds.filter(order__gt=after)
     page = list(rounds.order_by("order")[: limit + 1])

@@ -51,7 +51,7 @@ class RoundListQuerySerializer(serializers.Serializer):
     role = serializers.CharField(
         required=False,
         max_length=ROLE_CHARS,
-        help_text="TaskWeaver's get_role_rounds: the rounds this role took part in.",
+        help_text="TaskWeaver's get_role_rounds: every round, with only the posts this role sent or received.",
     )
     include_failure_rounds = serializers.BooleanField(
         required=False, allow_null=True, default=None, help_text="Default: false with `role`, true without."

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from experiences_app.models import Experience, SelectionLog
+from experiences_app.models import Experience, SelectionLog, TeamExperienceConfig
 from tests.experiences_app.conftest import add_experience
 
 pytestmark = pytest.mark.django_db
@@ -138,3 +138,14 @@ def test_the_admin_validates_and_writes_through_the_services(admin_client, tenan
     admin_client.post(changelist, {"action": "approve_selected", "_selected_action": [experience.pk]})
     experience.refresh_from_db()
     assert (experience.status, experience.reviewer, experience.revision) == ("approved", "user:admin", 2)
+
+
+def test_the_admin_refuses_two_spellings_of_one_switch_that_disagree(admin_client, tenant):
+    url = "/admin/experiences_app/teamexperienceconfig/add/"
+    form = {"team": tenant.team.pk, "selection_template": "", "llm_alias": ""}
+    flags = '{"code_generator": false, "CodeInterpreter": true}'
+    refused = admin_client.post(url, {**form, "use_experience": flags})
+    assert refused.status_code == 200 and "both set use_experience" in refused.content.decode()
+    assert not TeamExperienceConfig.objects.exists()
+    assert admin_client.post(url, {**form, "use_experience": '{"code_generator": false}'}).status_code == 302
+    assert TeamExperienceConfig.objects.get().use_experience == {"code_generator": False}

@@ -298,11 +298,11 @@ def test_settings_are_saved_through_the_service_with_template_validation(curator
     add_experience(tenant.team, "x", when="Use when x.", what="X.", who=["CodeInterpreter"])
     page = curator.get(CONFIG).content.decode()
     roles = re.findall(r'<input type="hidden" name="role" value="([^"]+)">', page)
-    assert roles == ["code_generator", "CodeInterpreter", "planner"]
+    assert roles == ["planner", "code_generator"]  # CodeInterpreter is governed by code_generator
 
     bad = curator.post(
         CONFIG_SAVE,
-        {"role": roles, "use": ["on", "on", "off"], "selection_template": "Pick {user_query} {{ {oops}"},
+        {"role": roles, "use": ["off", "on"], "selection_template": "Pick {user_query} {{ {oops}"},
     )
     assert bad.status_code == 400
     assert "unknown placeholder(s) {oops}" in bad.content.decode()
@@ -314,7 +314,7 @@ def test_settings_are_saved_through_the_service_with_template_validation(curator
         CONFIG_SAVE,
         {
             "role": roles,
-            "use": ["on", "on", "off"],
+            "use": ["off", "on"],
             "new_role": "Reviewer",
             "new_use": "off",
             "selection_template": template,
@@ -323,9 +323,37 @@ def test_settings_are_saved_through_the_service_with_template_validation(curator
     )
     assert response.status_code == 302
     config = TeamExperienceConfig.objects.get(team=tenant.team)
-    flags = {"code_generator": True, "CodeInterpreter": True, "planner": False, "Reviewer": False}
+    flags = {"code_generator": True, "planner": False, "Reviewer": False}
     assert config.use_experience == flags
     assert (config.selection_template, config.llm_alias, config.updated_by) == (template, "offline", "user:grace")
+
+
+def test_the_settings_page_shows_which_role_each_switch_governs(curator: Client, tenant: Tenant) -> None:
+    add_experience(tenant.team, "x", when="Use when x.", what="X.", who=["CodeInterpreter", "Reviewer"])
+    # The role-name spelling of a switch shows in its switch's row, not as a row of its own.
+    services.experience_config_update(team=tenant.team, data={"use_experience": {"CodeInterpreter": False}}, actor="t")
+    page = curator.get(CONFIG).content.decode()
+    rows = re.findall(
+        r'<tr class="switch-row"><td><code>([^<]+)</code>.*?<td class="governs">([^<]+)</td>.*?'
+        r'<option value="on"( selected)?>yes</option><option value="off"( selected)?>no</option>',
+        page,
+        re.S,
+    )
+    assert [(switch, role, bool(off)) for switch, role, _, off in rows] == [
+        ("planner.use_experience", "Planner", False),
+        ("code_generator.use_experience", "CodeInterpreter", True),
+        ("Reviewer.use_experience", "Reviewer", False),
+    ]
+
+    response = curator.post(CONFIG_SAVE, {"role": ["planner", "code_generator", "Reviewer"], "use": ["on", "on", "on"]})
+    assert response.status_code == 302
+    # Saving the page writes the switch's own name; the role-name spelling it replaced is gone.
+    assert TeamExperienceConfig.objects.get(team=tenant.team).use_experience == {
+        "planner": True,
+        "code_generator": True,
+        "Reviewer": True,
+    }
+    assert selectors.config_uses_experience(TeamExperienceConfig.objects.get(team=tenant.team), "CodeInterpreter")
 
 
 # --- try selection -------------------------------------------------------------------------------------
@@ -417,6 +445,25 @@ def test_import_reports_created_updated_unchanged_and_rejected(member: Client, t
     assert "handcrafted_exp_broken.yaml" in html and "invalid YAML" in html
     legacy = Experience.objects.get(team=tenant.team, exp_id="legacy")
     assert legacy.when == legacy.what == "Check paths first." and legacy.status == "draft"
+    assert Experience.objects.get(team=tenant.team, exp_id="changed").status == "draft"
+
+
+def test_the_import_page_names_the_changed_experiences_that_left_selection(member: Client, tenant: Tenant) -> None:
+    add_experience(tenant.team, "changed", when="Use when changed.", what="Old.")  # approved
+    add_experience(tenant.team, "draft-edit", when="Use when drafting.", what="Old.", status="draft")
+    files = [
+        upload("handcrafted_exp_changed.yaml", b"exp_id: changed\nwhen: Use when changed.\nwhat: New.\n"),
+        upload("handcrafted_exp_draft.yaml", b"exp_id: draft-edit\nwhen: Use when drafting.\nwhat: New.\n"),
+    ]
+    response = member.post(IMPORT, {"files": files})
+    assert response.status_code == 200
+    html = response.content.decode()
+    notice = re.search(r'<div class="[^"]*left-selection[^"]*"[^>]*>(.*?)</div>', html, re.S).group(1)
+    assert "changed" in notice and "draft-edit" not in notice
+    assert "no longer a candidate for selection until it is approved again" in notice
+    updated = re.search(r'<table class="list compact report-table report-updated">(.*?)</table>', html, re.S).group(1)
+    assert "approved → draft" in updated and "left selection" in updated
+    assert "draft → draft" not in updated  # a status that did not change is shown once
     assert Experience.objects.get(team=tenant.team, exp_id="changed").status == "draft"
 
 

@@ -13,7 +13,7 @@ from experiences_app.yaml_io import read_zip, write_zip
 
 pytestmark = pytest.mark.django_db
 
-SEED_FILE = b"""exp_id: file-validation
+FILE_VALIDATION = b"""exp_id: file-validation
 who:
   - CodeInterpreter
 when: |
@@ -24,8 +24,8 @@ what: |
 LEGACY_FILE = b"exp_id: legacy-tip\nexperience_text: Keep answers short.\n"
 DUPLICATE_FILE = b"exp_id: file-validation\nwhen: other\nwhat: other\n"
 BROKEN_FILE = b"exp_id: broken\nwhen: [unclosed\nwhat: x\n"
-SEED_DIRECTORY = {
-    "handcrafted_exp_a_file.yaml": SEED_FILE,
+EXPERIENCE_DIRECTORY = {
+    "handcrafted_exp_a_file.yaml": FILE_VALIDATION,
     "handcrafted_exp_b_legacy.yaml": LEGACY_FILE,
     "handcrafted_exp_c_duplicate.yaml": DUPLICATE_FILE,
     "handcrafted_exp_d_broken.yaml": BROKEN_FILE,
@@ -42,7 +42,7 @@ def exp_ids(report, kind):
 
 
 def test_import_reports_created_legacy_duplicate_and_broken_files(api):
-    response = upload(api, SEED_DIRECTORY)
+    response = upload(api, EXPERIENCE_DIRECTORY)
     assert response.status_code == 200, response.content
     report = response.json()
     assert exp_ids(report, "created") == ["file-validation", "legacy-tip"]
@@ -58,15 +58,15 @@ def test_import_reports_created_legacy_duplicate_and_broken_files(api):
 
 
 def test_a_dry_run_reports_without_writing(api):
-    report = upload(api, SEED_DIRECTORY, dry_run="true").json()
+    report = upload(api, EXPERIENCE_DIRECTORY, dry_run="true").json()
     assert report["dry_run"] is True and exp_ids(report, "created") == ["file-validation", "legacy-tip"]
     assert not Experience.objects.exists()
 
 
 def test_reimport_updates_changed_files_and_approve_needs_an_admin_key(api, admin_api):
-    upload(api, {"handcrafted_exp_x.yaml": SEED_FILE})
-    assert upload(api, {"handcrafted_exp_x.yaml": SEED_FILE}, approve="true").status_code == 403
-    changed = SEED_FILE.replace(b"Always check", b"Always verify")
+    upload(api, {"handcrafted_exp_x.yaml": FILE_VALIDATION})
+    assert upload(api, {"handcrafted_exp_x.yaml": FILE_VALIDATION}, approve="true").status_code == 403
+    changed = FILE_VALIDATION.replace(b"Always check", b"Always verify")
     report = upload(admin_api, {"handcrafted_exp_x.yaml": changed}, approve="true").json()
     assert exp_ids(report, "updated") == ["file-validation"]
     experience = Experience.objects.get()
@@ -75,13 +75,13 @@ def test_reimport_updates_changed_files_and_approve_needs_an_admin_key(api, admi
 
 
 def test_export_then_import_round_trips_byte_for_byte(api):
-    upload(api, SEED_DIRECTORY)
+    upload(api, EXPERIENCE_DIRECTORY)
     exported = api.get("/api/v1/experiences/export/")
     assert exported.status_code == 200
     assert exported["Content-Type"] == "application/zip"
     assert "attachment" in exported["Content-Disposition"]
     files = dict(read_zip(exported.content))
-    assert files["handcrafted_exp_file-validation.yaml"] == SEED_FILE  # the experience file format exactly
+    assert files["handcrafted_exp_file-validation.yaml"] == FILE_VALIDATION  # the experience file format exactly
     assert set(files) == {"handcrafted_exp_file-validation.yaml", "handcrafted_exp_legacy-tip.yaml"}
 
     archive = SimpleUploadedFile("experiences.zip", exported.content, content_type="application/zip")
@@ -92,7 +92,7 @@ def test_export_then_import_round_trips_byte_for_byte(api):
 
 
 def test_export_can_keep_one_status(api, admin_api):
-    upload(api, SEED_DIRECTORY)
+    upload(api, EXPERIENCE_DIRECTORY)
     admin_api.post("/api/v1/experiences/legacy-tip/approve/")
     names = [name for name, _ in read_zip(api.get("/api/v1/experiences/export/", {"status": "approved"}).content)]
     assert names == ["handcrafted_exp_legacy-tip.yaml"]
@@ -116,3 +116,52 @@ def test_a_zip_upload_is_unpacked_and_a_bad_archive_refused(api):
 def test_an_import_without_files_is_refused(api):
     response = api.post("/api/v1/experiences/import/", {}, format="multipart")
     assert response.status_code == 400 and "files" in response.json()["fields"]
+
+
+def test_a_changed_approved_experience_is_reported_as_leaving_selection(api, admin_api):
+    plot = b"exp_id: plot-style\nwhen: Use when plotting.\nwhat: Label axes.\n"
+    upload(admin_api, {"handcrafted_exp_a.yaml": FILE_VALIDATION, "handcrafted_exp_b.yaml": plot}, approve="true")
+    note = b"exp_id: note\nwhen: Use when noting.\nwhat: Note.\n"
+    upload(api, {"handcrafted_exp_c.yaml": note})  # a draft
+    changed = {
+        "handcrafted_exp_a.yaml": FILE_VALIDATION.replace(b"Always check", b"Always verify"),
+        "handcrafted_exp_b.yaml": plot,
+        "handcrafted_exp_c.yaml": note.replace(b"Note.", b"Note it."),
+        "handcrafted_exp_d.yaml": b"exp_id: fresh\nwhen: Use when fresh.\nwhat: Fresh.\n",
+    }
+    left = {
+        "file": "handcrafted_exp_a.yaml",
+        "exp_id": "file-validation",
+        "previous_status": "approved",
+        "status": "draft",
+        "left_selection": True,
+    }
+
+    dry = upload(api, changed, dry_run="true").json()
+    assert dry["left_selection"] == [left]
+    assert Experience.objects.get(exp_id="file-validation").status == "approved"  # nothing written
+
+    report = upload(api, changed).json()
+    assert report["updated"] == [
+        left,
+        {
+            "file": "handcrafted_exp_c.yaml",
+            "exp_id": "note",
+            "previous_status": "draft",
+            "status": "draft",
+            "left_selection": False,
+        },
+    ]
+    assert report["left_selection"] == [left]
+    assert report["unchanged"] == [{"file": "handcrafted_exp_b.yaml", "exp_id": "plot-style", "status": "approved"}]
+    assert report["created"] == [{"file": "handcrafted_exp_d.yaml", "exp_id": "fresh", "status": "draft"}]
+    assert Experience.objects.get(exp_id="file-validation").status == "draft"
+
+    # Approving what the import changes keeps it in selection (and brings a draft in).
+    again = {"handcrafted_exp_a.yaml": FILE_VALIDATION, "handcrafted_exp_c.yaml": note}
+    approved = upload(admin_api, again, approve="true").json()
+    assert approved["left_selection"] == []
+    assert [(e["exp_id"], e["previous_status"], e["status"]) for e in approved["updated"]] == [
+        ("file-validation", "draft", "approved"),
+        ("note", "draft", "approved"),
+    ]

@@ -250,3 +250,80 @@ def test_selection_reads_a_bounded_number_of_queries(api, tenant, experiences, s
     with CaptureQueriesContext(connection) as queries:
         assert select(api).status_code == 200
     assert len(queries) <= 6, [q["sql"] for q in queries]
+
+
+# --- which role a use_experience switch governs ---------------------------------------------------
+
+
+def put_switches(admin_api, switches: dict[str, bool]):
+    return admin_api.put("/api/v1/experiences/config/", {"use_experience": switches}, format="json")
+
+
+def test_the_code_generator_switch_governs_the_code_interpreter_role(api, admin_api, experiences, llm_server):
+    assert put_switches(admin_api, {"code_generator": False}).status_code == 200
+    body = select(api, role="CodeInterpreter").json()
+    assert body["use_experience"] is False and body["selected"] == [] and body["log_id"] is None
+    assert "code_generator.use_experience" in body["skipped"]
+    assert llm_server.requests == [] and not SelectionLog.objects.exists()
+
+    llm_server.script(Reply("{}"))
+    assert select(api, role="Planner").json()["use_experience"] is True  # the planner switch is not set
+
+
+def test_the_planner_switch_governs_the_planner_role(api, admin_api, experiences, llm_server):
+    put_switches(admin_api, {"planner": False, "code_generator": True})
+    assert select(api, role="Planner").json()["use_experience"] is False
+    llm_server.script(Reply("{}"))
+    assert select(api, role="CodeInterpreter").json()["use_experience"] is True
+
+
+def test_a_switch_may_also_be_spelled_as_the_role_name(api, admin_api, experiences, llm_server):
+    put_switches(admin_api, {"CodeInterpreter": False})
+    body = select(api, role="codeinterpreter").json()
+    assert body["use_experience"] is False and "use_experience is false" in body["skipped"]
+    assert llm_server.requests == []
+
+
+def test_two_spellings_of_one_switch_that_disagree_are_refused(admin_api):
+    response = put_switches(admin_api, {"code_generator": False, "CodeInterpreter": True})
+    assert response.status_code == 400
+    message = " ".join(response.json()["fields"]["use_experience"])
+    assert "code_generator" in message and "CodeInterpreter" in message
+    assert put_switches(admin_api, {"code_generator": False, "CodeInterpreter": False}).status_code == 200
+
+
+def test_the_settings_say_which_role_each_switch_governs(api):
+    assert api.get("/api/v1/experiences/config/").json()["switches"] == {
+        "planner": "Planner",
+        "code_generator": "CodeInterpreter",
+    }
+
+
+# --- the selection context follows the role's rounds ------------------------------------------------
+
+
+def test_the_context_of_a_session_leaves_failed_rounds_out(api, session_id, experiences, llm_server):
+    rounds = f"/api/v1/sessions/{session_id}/rounds/"
+
+    def add_round(query: str, posts: list[tuple[str, str, str]], state: str) -> None:
+        round_id = api.post(rounds, {"user_query": query}, format="json").json()["id"]
+        for message, send_from, send_to in posts:
+            body = {"message": message, "send_from": send_from, "send_to": send_to}
+            assert api.post(f"{rounds}{round_id}/posts/", body, format="json").status_code == 201
+        api.patch(f"{rounds}{round_id}/", {"state": state}, format="json")
+
+    add_round(
+        "count rows", [("count them", "Planner", "CodeInterpreter"), ("42", "CodeInterpreter", "Planner")], "finished"
+    )
+    add_round(
+        "plot", [("plot it", "Planner", "CodeInterpreter"), ("broken attempt", "CodeInterpreter", "Planner")], "failed"
+    )
+    add_round("plot again", [("plot it with labels", "Planner", "CodeInterpreter")], "created")
+    llm_server.script(Reply("{}"))
+    body = select(api, role="CodeInterpreter", session_id=session_id, query="q").json()
+
+    assert body["context"] == (
+        "Planner -> CodeInterpreter: count them\nCodeInterpreter -> Planner: 42\n"
+        "Planner -> CodeInterpreter: plot it with labels"
+    )
+    assert "broken attempt" not in prompt_of(llm_server.requests[-1])

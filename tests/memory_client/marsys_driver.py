@@ -1,8 +1,10 @@
 """Run scenarios on the reference library, marsys 0.2.1, and print the results as JSON.
 
 Runs under the marsys venv's Python 3.12 (var/marsys-venv, made by `make test`), not the
-project's: stdin is {"tmp": dir, "scenarios": {name: scenario}} (see ops.py), stdout is
-{"marsys_version": ..., "results": {name: [result, ...]}}. A scenario with
+project's: stdin is {"tmp": dir, "scenarios": {name: scenario}, "message_cases": {name: case}}
+(see ops.py; either may be left out), stdout is {"marsys_version": ...,
+"results": {name: [result, ...]}, "message_results": {name: result}}. Message cases run on
+marsys's Message and MessageContent, with responses built as its HarmonizedResponse. A scenario with
 "memory": "KGMemory" runs on marsys's KGMemory itself (its MemoryManager hides add_fact),
 built with a model that is never called: only extraction would call it.
 """
@@ -20,11 +22,12 @@ from typing import Any
 def main() -> None:
     request = json.load(sys.stdin)
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo, for tests.memory_client.ops
-    from tests.memory_client.ops import run_scenario
+    from tests.memory_client.ops import run_message_case, run_scenario
 
     # marsys logs and prints while importing and working; stdout carries only the answer.
     with contextlib.redirect_stdout(sys.stderr):
-        from marsys.agents.memory import KGMemory, MemoryManager, Message
+        from marsys.agents.memory import KGMemory, MemoryManager, Message, MessageContent
+        from marsys.models.response_models import HarmonizedResponse
 
         def kg_memory(**spec: Any) -> Any:
             return KGMemory(model=object(), **spec)
@@ -37,9 +40,19 @@ def main() -> None:
                 tmp=request["tmp"],
                 to_llm=lambda message: message,  # marsys saves what retrieve_all() returns
             )
-            for name, scenario in request["scenarios"].items()
+            for name, scenario in request.get("scenarios", {}).items()
         }
-    answer: dict[str, Any] = {"marsys_version": version("marsys"), "results": results}
+        message_results = {
+            name: run_message_case(
+                case, message=Message, content=MessageContent, response=HarmonizedResponse.model_validate
+            )
+            for name, case in request.get("message_cases", {}).items()
+        }
+    answer: dict[str, Any] = {
+        "marsys_version": version("marsys"),
+        "results": results,
+        "message_results": message_results,
+    }
     json.dump(answer, sys.stdout)
 
 

@@ -13,6 +13,7 @@ message id chosen per run, and "{tmp}" the run's scratch directory. Results are
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import uuid
@@ -96,3 +97,42 @@ def run_scenario(
         names = {real: name for name, real in ids.items()}
         results.append({"value": _normalize(value, names)})
     return results
+
+
+def _message_fields(message: Any) -> dict[str, Any]:
+    """Every field of a Message but its random id (dataclasses.asdict turns calls into dicts)."""
+    fields = dataclasses.asdict(message)
+    fields.pop("message_id")
+    return fields
+
+
+def run_message_case(
+    case: dict[str, Any],
+    *,
+    message: Any,
+    content: Any,
+    response: Callable[[dict[str, Any]], Any],
+) -> dict[str, Any]:
+    """One call of the message classes: `message` is a Message class, `content` a MessageContent
+    class, `response` builds what from_harmonized_response takes from a HarmonizedResponse dict.
+
+    A case is {"call": "content", "kwargs": {...}}, {"call": "content_from_dict", "data": {...}},
+    {"call": "to_api_format", "message": {...}} or
+    {"call": "from_harmonized_response", "response": {...}, "kwargs": {...}}.
+    """
+    call = case["call"]
+    try:
+        if call == "content":
+            value: Any = content(**case["kwargs"]).to_dict()
+        elif call == "content_from_dict":
+            value = dataclasses.asdict(content.from_dict(case["data"]))
+        elif call == "to_api_format":
+            value = message(**case["message"]).to_api_format()
+        elif call == "from_harmonized_response":
+            built = message.from_harmonized_response(response(case["response"]), **case.get("kwargs", {}))
+            value = _message_fields(built)
+        else:
+            raise ValueError(f"unknown call {call!r}")
+    except Exception as exc:  # a result to compare, not a failure of the run
+        return _error(exc)
+    return {"value": value}

@@ -40,17 +40,27 @@ def marsys_python() -> str:
     return str(python)
 
 
-def run_marsys(scenarios: dict[str, Any], tmp: Path) -> dict[str, list[dict[str, Any]]]:
-    request = json.dumps({"tmp": str(tmp), "scenarios": scenarios})
+def ask_marsys(request: dict[str, Any]) -> dict[str, Any]:
+    """The driver's whole answer to one request (see marsys_driver.py), its marsys version checked."""
     done = subprocess.run(
-        [marsys_python(), str(DRIVER)], input=request, capture_output=True, text=True, timeout=300, check=False
+        [marsys_python(), str(DRIVER)],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     if done.returncode != 0:
         pytest.fail(f"marsys driver failed ({done.returncode}):\n{done.stderr[-4000:]}", pytrace=False)
-    answer = json.loads(done.stdout)
+    answer: dict[str, Any] = json.loads(done.stdout)
     if answer["marsys_version"] != MARSYS_VERSION:
         pytest.fail(f"Expected marsys {MARSYS_VERSION}, found {answer['marsys_version']}", pytrace=False)
-    return answer["results"]
+    return answer
+
+
+def run_marsys(scenarios: dict[str, Any], tmp: Path) -> dict[str, list[dict[str, Any]]]:
+    results: dict[str, list[dict[str, Any]]] = ask_marsys({"tmp": str(tmp), "scenarios": scenarios})["results"]
+    return results
 
 
 def scratch(directory: Path) -> Path:

@@ -25,7 +25,7 @@ def count_tokens(message: dict) -> int:
 def custom_config() -> ManagedMemoryConfig:
     return ManagedMemoryConfig(
         threshold_tokens=12_000,
-        image_token_estimate=500,
+        image_token_estimate=800,  # the server's rate: a session cannot count images at another
         trigger_events=["add"],
         token_counter=count_tokens,
         active_context=ActiveContextPolicyConfig(
@@ -81,6 +81,12 @@ def test_to_dict_is_every_setting_but_the_token_counter():
 def test_from_dict_skips_settings_this_client_does_not_know():
     config = ManagedMemoryConfig.from_dict({"threshold_tokens": 7, "future_knob": 1, "active_context": {"x": 2}})
     assert config == ManagedMemoryConfig(threshold_tokens=7)
+
+
+def test_a_session_cannot_count_images_at_another_rate_than_the_server(make_memory):
+    with pytest.raises(MemoryConfigError) as caught:
+        make_memory("managed_conversation", "sys", memory_config=ManagedMemoryConfig(image_token_estimate=500))
+    assert "image_token_estimate" in str(caught.value) and "800" in str(caught.value)
 
 
 def test_the_config_round_trips_through_the_server(make_memory):

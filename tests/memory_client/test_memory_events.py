@@ -54,7 +54,7 @@ def test_compaction_events_observed_on_the_server_reach_the_bus(make_memory, bus
     assert all(isinstance(event, CompactionEvent) for event in (started, completed))
     assert (started.session_id, started.agent_name, started.status) == ("run_123", "Researcher", "started")
     assert started.pre_tokens > 1000
-    assert (completed.status, completed.stages_run) == ("completed", ["summarization"])
+    assert (completed.status, completed.stages_run) == ("completed", ["summarization", "backward_packing"])
     assert (completed.pre_tokens, completed.post_tokens) == (run.pre_tokens, run.post_tokens)
     assert (completed.pre_messages, completed.post_messages) == (run.pre_messages, run.post_messages)
     assert completed.duration is not None and completed.duration >= 0

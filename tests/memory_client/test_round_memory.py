@@ -88,15 +88,26 @@ def _conversation(memory: Memory) -> tuple[Round, Round, Round]:
 
 def test_get_role_rounds_with_and_without_failure_rounds(make_rounds):
     memory = make_rounds()
-    r1, r2, _ = _conversation(memory)
+    r1, r2, r3 = _conversation(memory)
     coder = memory.get_role_rounds("CodeInterpreter")
     assert [(r.id, r.state, [p.message for p in r.post_list]) for r in coder] == [
-        (r1.id, "finished", ["count them", "42"])
+        (r1.id, "finished", ["count them", "42"]),
+        (r3.id, "created", []),  # kept, like TaskWeaver's: the role has no post in it
     ]
     assert coder[0].post_list[0].attachment_list[0].type == AttachmentType.plan
     with_failures = memory.get_role_rounds("CodeInterpreter", include_failure_rounds=True)
-    assert [r.id for r in with_failures] == [r1.id, r2.id]
+    assert [r.id for r in with_failures] == [r1.id, r2.id, r3.id]
     assert len(memory.get_rounds()) == 3
+
+
+def test_get_role_rounds_keeps_every_round_with_its_query_for_a_role_without_posts(make_rounds):
+    memory = make_rounds()
+    r1, _, r3 = _conversation(memory)
+    rounds = memory.get_role_rounds("Reviewer")
+    assert [(r.id, r.user_query, r.state, r.post_list) for r in rounds] == [
+        (r1.id, "count rows", "finished", []),
+        (r3.id, "thanks", "created", []),
+    ]
 
 
 def test_posts_keep_their_ids_and_a_resent_round_id_is_the_same_round(make_rounds):

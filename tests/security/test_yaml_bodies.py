@@ -28,6 +28,8 @@ YAML_ROUTES = [
     (MEMORY + "attempts/", "post", "text/yaml"),
     (MEMORY + "attempts/attempt-001/", "patch", "application/yaml"),
     (MEMORY + "decisions/", "post", "application/yaml"),
+    (MEMORY + "context/", "put", "application/yaml"),
+    (MEMORY + "context/", "patch", "text/yaml"),
     ("/api/v1/sessions/conversation/import/", "post", "application/yaml"),
     ("/api/v1/sessions/conversation/import/", "post", "text/yaml"),
 ]

@@ -67,9 +67,14 @@ class Command(BaseCommand):
         prefix = "[dry run] " if report["dry_run"] else ""
         for kind in ("created", "updated", "unchanged"):
             for entry in report[kind]:
-                self.stdout.write(f"{prefix}{kind:9} {entry['exp_id']} ({entry['file']})")
+                line = f"{prefix}{kind:9} {entry['exp_id']} ({entry['file']})"
+                if entry.get("left_selection"):
+                    line += f": {entry['previous_status']} -> {entry['status']}, out of selection until approved again"
+                self.stdout.write(line)
         for entry in report["rejected"]:
             where = f"{entry['file']}, line {entry['line']}" if entry["line"] else entry["file"]
             self.stdout.write(f"{prefix}rejected  {where}: {entry['error']}")
         counts = ", ".join(f"{len(report[k])} {k}" for k in ("created", "updated", "unchanged", "rejected"))
+        if report["left_selection"]:
+            counts += f" ({len(report['left_selection'])} left selection)"
         self.stdout.write(f"{prefix}team {team.name!r}: {counts}")

@@ -233,14 +233,14 @@ def test_an_attempt_is_recorded_at_its_start_and_completed_later(api, session_id
     assert AgentMemoryEntry.objects.get(entry_id="attempt-003").plan_step == 3
 
 
-def test_completing_an_attempt_needs_a_final_result_and_keeps_its_identity(api, session_id):
+def test_outcomes_need_a_final_result_and_an_attempt_keeps_its_identity(api, session_id):
     put_yaml(api, session_id, main_document())
     url = memory_url(session_id, tail="attempts/attempt-002/")
     missing = api.patch(url, {"output": "x"}, format="json")
-    assert missing.status_code == 400 and set(missing.json()["fields"]) == {"result"}
+    assert missing.status_code == 400 and set(missing.json()["fields"]) == {"output"}
     wrong = api.patch(url, {"result": "in_progress", "id": "other", "duration_ms": "long"}, format="json")
     assert wrong.status_code == 400
-    assert set(wrong.json()["fields"]) == {"result", "id"}
+    assert set(wrong.json()["fields"]) == {"id", "duration_ms"}
     bad_field = api.patch(url, {"result": "success", "duration_ms": "long"}, format="json")
     assert set(bad_field.json()["fields"]) == {"duration_ms"}
     assert (

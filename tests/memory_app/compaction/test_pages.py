@@ -12,8 +12,8 @@ from django.urls import reverse
 
 from memory_app.compaction import services as compaction
 from memory_app.compaction.models import CompactionRun
+from memory_app.conversations import context, services
 from memory_app.conversations import pages as views
-from memory_app.conversations import selectors, services
 from memory_app.conversations.models import MemoryType, Message, Session
 from memory_app.jobs.dispatchers import Sent
 from memory_app.tenancy.models import TeamMembership
@@ -124,14 +124,14 @@ def test_it_shows_the_raw_history_beside_the_active_context(member: Client, tena
     assert [m.kind for m in head[:2]] == ["system", "instruction"]
     assert head[1].seq == 1
     assert {m.kind for m in head[2:]} == {"summary"}
-    assert len(head) == 2 + len(run.summary)
+    assert len(head) == 1 + len(run.summary)  # the summary keeps the instruction in front
     tail = response.context["context_messages"]
     assert [m.seq for m in tail] == list(range(run.covered_to_seq + 1, 11))
     assert all(m.tokens == Message.objects.get(session=session, seq=m.seq).token_count for m in tail)
     assert "[Compacted Context Summary]" in active
     assert "answer 5: the hotel by the fjord, night 5 booked. The room faces" in active
     assert "answer 2: the hotel by the fjord, night 2 booked. The room faces" not in active  # summarised away
-    built = selectors.context_build(session=session)
+    built = context.context_build(session=session)
     assert response.context["active_context"].token_count == built.token_count
     assert len(head) + len(tail) == len(built.messages)
 
@@ -166,9 +166,15 @@ def test_a_conversation_history_session_shows_its_window_and_no_compaction_contr
 
 
 def test_tool_outputs_shortened_for_the_context_are_marked(member: Client, tenant: Tenant) -> None:
+    # Over its threshold, with summarization off: the read applies tool truncation.
     config = {
-        "threshold_tokens": 100_000,
-        "active_context": {"tool_truncation": {"max_tool_message_tokens": 10, "grace_recent_messages": 1}},
+        "threshold_tokens": 150,
+        "active_context": {
+            "min_reduction_ratio": 0.1,
+            "summarization": {"enabled": False},
+            "excluded_processors": ["backward_packing"],
+            "tool_truncation": {"max_tool_message_tokens": 10, "grace_recent_messages": 1},
+        },
     }
     session = managed_session(tenant, memory_config=config)
     call = {"id": "call_1", "type": "function", "function": {"name": "search", "arguments": "{}"}}
@@ -188,7 +194,7 @@ def test_tool_outputs_shortened_for_the_context_are_marked(member: Client, tenan
 
     tail = {m.seq: m for m in response.context["context_messages"]}
     assert sorted(tail) == [1, 2, 3, 4, 5, 6]
-    assert tail[3].truncated and tail[3].tokens is None
+    assert tail[3].truncated and tail[3].tokens is not None and tail[3].tokens < 40
     assert not tail[4].truncated and tail[4].tokens is not None
     assert 'title="shortened by tool_truncation">truncated</span>' in response.content.decode()
 
@@ -478,8 +484,7 @@ def test_the_page_of_a_compacted_session_takes_a_fixed_number_of_queries(
     compact(session)
     services.message_append(session=session, messages=turns(9, 20))
 
-    # session + user, teams, session, page, previous cursor, totals (7); context_build: latest
-    # run, window, original instruction (3); its labels: latest run, instruction, rows (3);
-    # ledger: runs + one per run's range (3)
-    with django_assert_num_queries(16):
+    # session + user, teams, session, page, previous cursor, totals (7); the served context:
+    # latest run, the rows after it (2); ledger: runs + one per run's range (3)
+    with django_assert_num_queries(12):
         member.get(session_url(session))

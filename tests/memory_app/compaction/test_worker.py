@@ -15,8 +15,8 @@ from django.conf import settings
 
 from memory_app.compaction import services as compaction
 from memory_app.compaction.models import CompactionRun
+from memory_app.conversations.context import context_build
 from memory_app.conversations.models import Session
-from memory_app.conversations.selectors import context_build
 from memory_app.events.models import MemoryEvent
 from memory_app.tasks import compact_session
 from tests.conftest import fill, managed_session

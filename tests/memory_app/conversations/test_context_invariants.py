@@ -16,8 +16,8 @@ from memory_app.compaction import processors as ctx
 from memory_app.compaction import services as compaction
 from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import services
+from memory_app.conversations.context import context_build
 from memory_app.conversations.models import Session
-from memory_app.conversations.selectors import context_build
 from memsite.errors import InvalidInput
 from tests.conftest import make_tenant
 
@@ -106,7 +106,8 @@ def test_every_served_context_keeps_the_invariants(job_outbox, conversation, max
         assert needed > max_tokens
         built = context_build(session=fresh, last=last, max_tokens=needed)
         max_tokens = needed
-    check_invariants(built.messages, system_first=True)
+    # `last` is exactly the newest messages (whole turns): no user message is borrowed for it.
+    check_invariants(built.messages, system_first=True, require_user=last is None)
     if max_tokens is not None:
         assert built.token_count <= max_tokens
     Session.objects.filter(pk=session.pk).delete()

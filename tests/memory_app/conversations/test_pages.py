@@ -452,9 +452,9 @@ def test_the_timeline_takes_a_fixed_number_of_queries(
         )
 
     # session + user, teams, session, page, previous cursor, totals (every result is on the page);
-    # the active context: window, a user message to borrow (there is none), its labels; the
-    # compaction ledger (empty)
-    with django_assert_num_queries(11):
+    # the served context: window, a user message to borrow (there is none); the compaction
+    # ledger (empty)
+    with django_assert_num_queries(10):
         member.get(session_url(session))
 
 

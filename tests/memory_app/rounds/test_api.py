@@ -210,15 +210,30 @@ def _shape(page: dict) -> list[tuple[str, list[str]]]:
 def test_role_rounds_hold_only_the_roles_posts_and_skip_failed_rounds(api, session_id):
     r1, _, r3 = _conversation(api, session_id)
     coder = api.get(rounds_url(session_id), {"role": "CodeInterpreter"}).json()
-    assert _shape(coder) == [(r1, ["count them", "42"])]
+    assert _shape(coder) == [(r1, ["count them", "42"]), (r3, [])]
     user = api.get(rounds_url(session_id), {"role": "User", "include_failure_rounds": "false"}).json()
     assert _shape(user) == [(r1, ["count rows", "there are 42"]), (r3, ["thanks"])]
+
+
+def test_role_rounds_keep_the_rounds_where_the_role_has_no_post(api, session_id):
+    r1, r2, r3 = _conversation(api, session_id)
+    reviewer = api.get(rounds_url(session_id), {"role": "Reviewer", "include_failure_rounds": "true"}).json()
+    assert _shape(reviewer) == [(r1, []), (r2, []), (r3, [])]
+    assert [(r["user_query"], r["state"]) for r in reviewer["results"]] == [
+        ("count rows", "finished"),
+        ("plot it", "failed"),
+        ("thanks", "created"),
+    ]
+    first = api.get(rounds_url(session_id), {"role": "Reviewer", "limit": 1}).json()
+    assert _shape(first) == [(r1, [])] and first["next_after"] == 1
+    rest = api.get(rounds_url(session_id), {"role": "Reviewer", "after": first["next_after"]}).json()
+    assert _shape(rest) == [(r3, [])] and rest["next_after"] is None  # the failed round is left out
 
 
 def test_role_rounds_include_failed_rounds_when_asked(api, session_id):
     r1, r2, r3 = _conversation(api, session_id)
     coder = api.get(rounds_url(session_id), {"role": "CodeInterpreter", "include_failure_rounds": "true"}).json()
-    assert _shape(coder) == [(r1, ["count them", "42"]), (r2, ["plot", "ImportError"])]
+    assert _shape(coder) == [(r1, ["count them", "42"]), (r2, ["plot", "ImportError"]), (r3, [])]
     assert coder["results"][1]["state"] == "failed"
     planner = api.get(rounds_url(session_id), {"role": "Planner", "include_failure_rounds": "true"}).json()
     assert [r["id"] for r in planner["results"]] == [r1, r2, r3]

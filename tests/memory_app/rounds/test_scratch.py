@@ -1,4 +1,4 @@
-"""Scratch memory: tool executions attached to the next assistant message as meta.scratch."""
+"""Scratch memory: a turn's tool executions attached to its final answer as meta.scratch."""
 
 from __future__ import annotations
 
@@ -122,3 +122,95 @@ def test_an_append_reads_the_scratch_table_only_when_something_is_pending(api, s
     table = ScratchEntry._meta.db_table
     assert not any(table in query["sql"] for query in nothing_pending.captured_queries)
     assert any(table in query["sql"] for query in one_pending.captured_queries)
+
+
+def call(call_id: str, name: str) -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+def tool_calling(*calls: dict) -> dict:
+    return {"role": "assistant", "content": None, "tool_calls": list(calls)}
+
+
+def tool_result(call_id: str, content: str) -> dict:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def append_message(api, session_id: str, message: dict) -> dict:
+    response = api.post(f"/api/v1/sessions/{session_id}/messages/", message, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def stored_metas(api, session_id: str) -> list[tuple[str, bool, object]]:
+    """(role, calls tools, meta) of every message, read back through the API."""
+    response = api.get(f"/api/v1/sessions/{session_id}/messages/")
+    assert response.status_code == 200, response.content
+    return [(m["role"], bool(m["tool_calls"]), m["meta"]) for m in response.json()["results"]]
+
+
+def entry(action: str, observation) -> dict:
+    return {"action": action, "observation": observation, "duration": None}
+
+
+def test_a_turn_with_several_tool_calls_puts_its_whole_trace_on_the_final_answer(api, session_id):
+    append(api, session_id, "user", "list my files and read the README")
+    record(api, session_id, "plan", "list, then read")
+    append_message(api, session_id, tool_calling(call("c1", "run_command")))
+    record(api, session_id, "run_command", "README.md")
+    append_message(api, session_id, tool_result("c1", "README.md"))
+    append_message(api, session_id, tool_calling(call("c2", "read_file")))
+    record(api, session_id, "read_file", "# README")
+    append_message(api, session_id, tool_result("c2", "# README"))
+    append(api, session_id, "assistant", "Your README says hello")
+    trace = [entry("plan", "list, then read"), entry("run_command", "README.md"), entry("read_file", "# README")]
+    assert stored_metas(api, session_id) == [
+        ("user", False, None),
+        ("assistant", True, None),
+        ("tool", False, None),
+        ("assistant", True, None),
+        ("tool", False, None),
+        ("assistant", False, {"scratch": trace}),
+    ]
+    assert api.get(f"/api/v1/sessions/{session_id}/scratch/").json() == []
+    assert Session.objects.get(pk=session_id).pending_scratch == 0
+
+
+def test_a_turn_appended_as_one_batch_puts_its_trace_on_the_final_answer(api, session_id):
+    append(api, session_id, "user", "list my files and read the README")
+    record(api, session_id, "run_command", "README.md")
+    record(api, session_id, "read_file", "# README")
+    turn = [
+        tool_calling(call("c1", "run_command")),
+        tool_result("c1", "README.md"),
+        tool_calling(call("c2", "read_file")),
+        tool_result("c2", "# README"),
+        {"role": "assistant", "content": "Your README says hello"},
+    ]
+    response = api.post(f"/api/v1/sessions/{session_id}/messages/", {"messages": turn}, format="json")
+    assert response.status_code == 201, response.content
+    assert stored_metas(api, session_id) == [
+        ("user", False, None),
+        ("assistant", True, None),
+        ("tool", False, None),
+        ("assistant", True, None),
+        ("tool", False, None),
+        ("assistant", False, {"scratch": [entry("run_command", "README.md"), entry("read_file", "# README")]}),
+    ]
+    assert api.get(f"/api/v1/sessions/{session_id}/scratch/").json() == []
+
+
+def test_a_trace_recorded_before_any_turn_has_ended_waits_for_the_final_answer(api, session_id):
+    record(api, session_id, "warm_up", "ready")
+    append_message(api, session_id, tool_calling(call("c1", "run_command")))
+    append_message(api, session_id, tool_result("c1", "file1.txt"))
+    pending = api.get(f"/api/v1/sessions/{session_id}/scratch/").json()
+    assert [(p["action"], p["after_seq"]) for p in pending] == [("warm_up", 0)]
+    assert Session.objects.get(pk=session_id).pending_scratch == 1
+    append(api, session_id, "assistant", "I found file1.txt")
+    assert stored_metas(api, session_id) == [
+        ("assistant", True, None),
+        ("tool", False, None),
+        ("assistant", False, {"scratch": [entry("warm_up", "ready")]}),
+    ]
+    assert api.get(f"/api/v1/sessions/{session_id}/scratch/").json() == []

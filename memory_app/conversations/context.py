@@ -1,0 +1,444 @@
+"""The context an agent sends to its LLM, decided in one place.
+
+`served_context` is the only function that decides what a session's context is and what it
+costs: the `/context/` answer, the dashboard's context panel and the usage ledger all read
+its parts and its token count. The figure a compaction's threshold is compared with,
+`Session.active_tokens`, is the cached size of the same active context (system prompt +
+summary, with the original instruction it keeps, + every message after it): appends add to
+it and `compaction.services.active_tokens` recounts it.
+
+Three figures, each named on every page that shows it:
+- raw history: every stored message (what compaction never deletes);
+- active context: system prompt + latest summary + every message after it;
+- served window: what a read returns, after the session's processors (tool truncation and
+  backward packing over the threshold, the sliding window, or a caller's `last` / `max_tokens`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+
+from memory_app.compaction import config as memory_config
+from memory_app.compaction import pipeline
+from memory_app.compaction.models import CompactionRun
+from memory_app.compaction.selectors import latest_done_run
+from memory_app.conversations import counting, tokens
+from memory_app.conversations.models import MemoryType, Message, Session
+from memory_app.conversations.selectors import CONTEXT_FIELDS, column, concrete_field, select_rows
+from memory_client.vocabulary.messages import to_openai_message
+from memsite.errors import InvalidInput
+
+# How many message rows a read of a long context looks at per round trip, newest first.
+SCAN_CHUNK = 512
+# Reads go to the newest row there is, not to the session's counter: rows written around the
+# API (old imports, repairs by hand) are served too.
+NEWEST = 2**62
+
+
+@dataclass(frozen=True)
+class ContextPart:
+    """One message of a served context, where it comes from and what it costs."""
+
+    kind: str  # "system" | "instruction" | "summary" | "message" | "borrowed"
+    message: dict[str, Any]  # as the LLM receives it
+    token_count: int
+    seq: int | None = None  # the raw message it is (None for the system prompt and summaries)
+    truncated: bool = False  # a tool output shortened by tool truncation
+
+
+@dataclass(frozen=True)
+class ServedContext:
+    parts: list[ContextPart]
+    stages: list[pipeline.Stage] = field(default_factory=list)  # processors applied on this read
+    run: CompactionRun | None = None  # the compaction whose summary it starts from
+    active_tokens: int = 0  # the active context this window was served from
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return [part.message for part in self.parts]
+
+    @property
+    def token_count(self) -> int:
+        """What the request costs: its parts plus the reply priming every request pays."""
+        return tokens.count_request([part.token_count for part in self.parts])
+
+
+# --- reading message rows ----------------------------------------------------------------------
+
+
+@functools.cache
+def _rows_sql(direction: str) -> str:
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(column(concrete_field(Message, name))) for name in CONTEXT_FIELDS)
+    return (
+        f"SELECT {columns} FROM {quote(Message._meta.db_table)} "  # noqa: S608
+        f"WHERE session_id = %s AND seq > %s AND seq <= %s ORDER BY seq {direction} LIMIT %s"
+    )
+
+
+def _session_pk(session: Session) -> Any:
+    return Session._meta.pk.get_db_prep_value(session.pk, connection)
+
+
+def _rows(session: Session, *, after: int, through: int, limit: int, newest_first: bool = False) -> list[dict]:
+    """Message rows with after < seq <= through, oldest first (the newest `limit` when newest_first)."""
+    fields = [concrete_field(Message, name) for name in CONTEXT_FIELDS]
+    sql = _rows_sql("DESC" if newest_first else "ASC")
+    found = select_rows(sql, [_session_pk(session), after, through, limit], fields)
+    rows = [dict(zip(CONTEXT_FIELDS, row, strict=True)) for row in found]
+    return rows[::-1] if newest_first else rows
+
+
+@functools.cache
+def _meta_sql() -> str:
+    """Everything the processors need of a message row, none of its content but two flags."""
+    quote = connection.ops.quote_name
+    table = quote(Message._meta.db_table)
+    if connection.vendor == "postgresql":
+        is_text = "json_typeof(content) = 'string'"
+        text = "(content #>> '{}')"
+    else:
+        is_text = "json_type(content) = 'text'"
+        text = "json_extract(content, '$')"
+    payload = f"(role = 'user' AND {is_text} AND {text} LIKE 'Tool %%' AND {text} LIKE '%%returned:%%')"
+    return (
+        f"SELECT seq, role, token_count, tool_call_id, name, tool_calls, ({is_text}) AS is_text, {payload} "  # noqa: S608
+        f"FROM {table} WHERE session_id = %s AND seq > %s AND seq <= %s ORDER BY seq DESC LIMIT %s"
+    )
+
+
+@functools.cache
+def _older_saving_sql() -> str:
+    quote = connection.ops.quote_name
+    return (
+        f"SELECT COALESCE(SUM(token_count - %s), 0) FROM {quote(Message._meta.db_table)} "  # noqa: S608
+        "WHERE session_id = %s AND seq > %s AND seq <= %s AND role = 'tool' AND token_count > %s"
+    )
+
+
+def _tool_call_ids(raw: Any) -> tuple[str, ...]:
+    import json
+
+    calls = json.loads(raw) if isinstance(raw, str) else raw
+    return tuple(str(call.get("id")) for call in calls or [] if isinstance(call, dict) and call.get("id"))
+
+
+def _truncated_cost(config: memory_config.ManagedMemoryConfig, role: str, name: str | None, call_id: str | None) -> int:
+    """An upper bound of a tool output's count once shortened to `max_tool_message_tokens`."""
+    truncation = config.active_context.tool_truncation
+    encoding = settings.TOKEN_ENCODING
+    total = tokens.TOKENS_PER_MESSAGE + tokens.count_text(role, encoding) + truncation.max_tool_message_tokens
+    total += tokens.count_text(truncation.append_marker, encoding) + 3  # a cut may split a character
+    if name:
+        total += tokens.TOKENS_PER_NAME + tokens.count_text(name, encoding)
+    if call_id:
+        total += tokens.count_text(call_id, encoding)
+    return total
+
+
+def _meta_items(
+    session: Session, config: memory_config.ManagedMemoryConfig, *, after: int, through: int, limit: int
+) -> list[pipeline.Item]:
+    with connection.cursor() as cursor:
+        cursor.execute(_meta_sql(), [_session_pk(session), after, through, limit])
+        found = cursor.fetchall()
+    max_tokens = config.active_context.tool_truncation.max_tool_message_tokens
+    items = []
+    for seq, role, count, call_id, name, calls, is_text, payload in reversed(found):
+        tool_output = role == Message.Role.TOOL and bool(is_text)
+        payload_user = bool(payload)
+        shortened = (
+            _truncated_cost(config, role, name, call_id)
+            if (tool_output or payload_user) and count > max_tokens
+            else None
+        )
+        items.append(
+            pipeline.Item(
+                role=role,
+                tokens=count,
+                seq=seq,
+                call_ids=_tool_call_ids(calls) if calls else (),
+                tool_call_id=call_id,
+                tool_output=tool_output,
+                tool_payload_user=payload_user,
+                truncated_tokens=shortened,
+            )
+        )
+    return items
+
+
+def row_item(row: dict[str, Any], config: memory_config.ManagedMemoryConfig) -> pipeline.Item:
+    """A full message row as the processors see it (what `_meta_items` reads without content)."""
+    content = row.get("content")
+    tool_output = row["role"] == Message.Role.TOOL and isinstance(content, str)
+    payload_user = (
+        row["role"] == Message.Role.USER
+        and isinstance(content, str)
+        and content.startswith("Tool ")
+        and "returned:" in content
+    )
+    max_tokens = config.active_context.tool_truncation.max_tool_message_tokens
+    shortened = None
+    if (tool_output or payload_user) and row["token_count"] > max_tokens:
+        shortened = _truncated_cost(config, row["role"], row.get("name"), row.get("tool_call_id"))
+    return pipeline.Item(
+        role=row["role"],
+        tokens=row["token_count"],
+        seq=row.get("seq"),
+        call_ids=tuple(str(call["id"]) for call in row.get("tool_calls") or []),
+        tool_call_id=row.get("tool_call_id"),
+        tool_output=tool_output,
+        tool_payload_user=payload_user,
+        truncated_tokens=shortened,
+    )
+
+
+def _head_item(message: dict[str, Any]) -> pipeline.Item:
+    return pipeline.Item(role=message["role"], tokens=int(message.get("token_count") or 0))
+
+
+def _latest_user(session: Session) -> dict[str, Any] | None:
+    return (
+        Message.objects.filter(session=session, role=Message.Role.USER).order_by("-seq").values(*CONTEXT_FIELDS).first()
+    )
+
+
+def shorten(row: dict[str, Any], config: memory_config.ManagedMemoryConfig) -> dict[str, Any]:
+    """A tool output cut to `max_tool_message_tokens`, marked, and counted again."""
+    truncation = config.active_context.tool_truncation
+    shorter = dict(
+        row, content=counting.truncate(row["content"], truncation.max_tool_message_tokens) + truncation.append_marker
+    )
+    shorter["token_count"] = counting.message_tokens(shorter)
+    return shorter
+
+
+# --- the managed context ---------------------------------------------------------------------
+
+
+@dataclass
+class _Body:
+    """The context after the system prompt: head (summary) and tail rows, with their items."""
+
+    head: list[dict[str, Any]]
+    rows: dict[int, dict[str, Any]]  # seq -> full row, for the rows that may be served
+    items: list[pipeline.Item]
+    window: pipeline.Window
+
+
+def _summary_head(run: CompactionRun | None) -> list[dict[str, Any]]:
+    return [dict(message) for message in (run.summary or [])] if run is not None else []
+
+
+def _managed_body(session: Session, config: memory_config.ManagedMemoryConfig, run: CompactionRun | None) -> _Body:
+    """Plan a managed session's window from cached counts, then read only the served rows."""
+    head = _summary_head(run)
+    after = run.covered_to_seq or 0 if run is not None else 0
+    head_items = [_head_item(message) for message in head]
+    fixed = session.system_prompt_tokens
+    policy = config.active_context
+    over = session.active_tokens > config.threshold_tokens
+    if not policy.enabled or (policy.mode == "compaction" and not over):
+        rows = _rows(session, after=after, through=NEWEST, limit=NEWEST)
+        items = head_items + [row_item(row, config) for row in rows]
+        return _Body(head, {row["seq"]: row for row in rows}, items, pipeline.Window(keep=list(range(len(items)))))
+    # Long context: look at the newest rows until they surely fill the budget and hold the
+    # protected rounds; everything older is only counted.
+    budget = max(config.compaction_target_tokens - fixed, 0)
+    graces = (policy.tool_truncation.grace_recent_messages, policy.backward_packing.grace_recent_messages)
+    wanted_assistants = max(1, *graces)
+    tail_items: list[pipeline.Item] = []
+    through, cheapest, assistants = NEWEST, 0, 0
+    while through > after:
+        chunk = _meta_items(session, config, after=after, through=through, limit=SCAN_CHUNK)
+        if not chunk:
+            break
+        tail_items[:0] = chunk
+        through = chunk[0].seq - 1 if chunk[0].seq is not None else after
+        cheapest += sum(pipeline.cost(item, True) for item in chunk)
+        assistants += sum(1 for item in chunk if item.role == Message.Role.ASSISTANT)
+        if cheapest > budget and assistants >= wanted_assistants:
+            break
+    scanned_all = through <= after
+    items = (head_items if scanned_all else []) + tail_items
+    older = None
+    if not scanned_all:
+        seen = sum(item.tokens for item in tail_items)
+        older_tokens = max(session.active_tokens - fixed - seen, 0)
+        older = pipeline.Older(
+            tokens=older_tokens,
+            truncation_saving=functools.partial(_older_saving, session, config, after=after, through=through),
+        )
+    window = pipeline.read_window(items, config, fixed_tokens=fixed, older=older)
+    wanted = [seq for seq in (items[index].seq for index in window.keep) if seq is not None]
+    served_rows: dict[int, dict[str, Any]] = {}
+    if wanted:
+        found = _rows(session, after=min(wanted) - 1, through=max(wanted), limit=max(wanted) - min(wanted) + 1)
+        served_rows = {row["seq"]: row for row in found}
+    return _Body(head if scanned_all else [], served_rows, items, window)
+
+
+def _older_saving(session: Session, config: memory_config.ManagedMemoryConfig, *, after: int, through: int) -> int:
+    max_tokens = config.active_context.tool_truncation.max_tool_message_tokens
+    estimate = _truncated_cost(config, "tool", None, None)
+    with connection.cursor() as cursor:
+        cursor.execute(_older_saving_sql(), [estimate, _session_pk(session), after, through, max(estimate, max_tokens)])
+        (saving,) = cursor.fetchone()
+    return int(saving or 0)
+
+
+def _plain_body(session: Session, limit: int) -> _Body:
+    rows = _rows(session, after=0, through=NEWEST, limit=limit, newest_first=True)
+    items = [
+        pipeline.Item(
+            role=row["role"],
+            tokens=row["token_count"],
+            seq=row["seq"],
+            call_ids=tuple(str(call["id"]) for call in row.get("tool_calls") or []),
+            tool_call_id=row.get("tool_call_id"),
+        )
+        for row in rows
+    ]
+    keep = pipeline.complete_turns(items, list(range(len(items))))
+    return _Body([], {row["seq"]: row for row in rows}, items, pipeline.Window(keep=keep))
+
+
+def _last(items: Sequence[pipeline.Item], keep: list[int], last: int) -> list[int]:
+    """The newest `last` messages of a window; a cut inside a tool turn moves back to the
+    assistant message that made the calls (a result is never served without its call)."""
+    if last >= len(keep):
+        return keep
+    start = len(keep) - last
+    kept = [items[index] for index in keep]
+    while start > 0 and kept[start].role == Message.Role.TOOL:
+        unit = pipeline.unit_start(kept, start)
+        if unit == start:
+            break
+        start = unit
+    return pipeline.complete_turns(items, keep[start:])
+
+
+def _fit(items: Sequence[pipeline.Item], keep: list[int], room: int) -> list[int]:
+    """The newest whole turns of `keep` within `room` tokens (summary messages stay in front)."""
+    fixed = [index for index in keep if items[index].seq is None]
+    tail = [index for index in keep if items[index].seq is not None]
+    room -= sum(items[index].tokens for index in fixed)
+    # A caller's budget is a hard limit: no over-budget newest message either.
+    packed = pipeline.pack(items, max(room, 0), grace_rounds=None, candidates=tail, newest_always=False)
+    return fixed + packed
+
+
+def served_context(*, session: Session, last: int | None = None, max_tokens: int | None = None) -> ServedContext:
+    """THE context of a session: what `/context/` returns, the page shows and the ledger counts.
+
+    A managed session gives its system prompt, its latest summary (with the original
+    instruction it keeps) and the messages after it, through its processors when over the
+    threshold (see memory_app.compaction.pipeline). Any other session gives its newest
+    MEMSITE_CONTEXT_WINDOW messages. `last` keeps the newest N messages of that; `max_tokens`
+    packs it newest-first into a caller's budget and fails when even the system prompt,
+    the summary and one user message do not fit.
+    """
+    managed = session.memory_type == MemoryType.MANAGED_CONVERSATION
+    config = memory_config.parse_config(session.memory_config or {}) if managed else None
+    run: CompactionRun | None = None
+    if config is not None and config.active_context.enabled and config.active_context.mode == "compaction":
+        run = latest_done_run(session.pk)
+    if config is not None:
+        body = _managed_body(session, config, run)
+    else:
+        body = _plain_body(session, last or settings.DEFAULT_CONTEXT_WINDOW)
+    # A call whose results are not all stored yet is a turn in progress: no LLM accepts it.
+    items, keep = body.items, pipeline.complete_turns(body.items, body.window.keep)
+    if last is not None:
+        keep = _last(items, keep, last)
+    fixed = session.system_prompt_tokens + tokens.REPLY_PRIMING_TOKENS
+    borrowed: dict[str, Any] | None = None
+    if max_tokens is not None:
+        keep = _fit(items, keep, max_tokens - fixed)
+    if last is None and not any(items[index].role == Message.Role.USER for index in keep):
+        borrowed = _latest_user(session)
+        if borrowed is not None and max_tokens is not None:
+            keep = _fit(items, keep, max_tokens - fixed - borrowed["token_count"])
+    parts = _parts(session, body, keep, borrowed, config)
+    served = ServedContext(parts=parts, stages=body.window.stages, run=run, active_tokens=session.active_tokens)
+    if max_tokens is not None and served.token_count > max_tokens:
+        # The caller's budget is a hard limit (an answer over it fails at the model). Only the
+        # fixed part can overflow it, so the count is the smallest budget that works.
+        raise InvalidInput.for_field(
+            "max_tokens",
+            f"{max_tokens} is below the {served.token_count} tokens the system prompt, the summary and the "
+            "latest user message need.",
+        )
+    return served
+
+
+def _parts(
+    session: Session,
+    body: _Body,
+    keep: Sequence[int],
+    borrowed: dict[str, Any] | None,
+    config: memory_config.ManagedMemoryConfig | None,
+) -> list[ContextPart]:
+    parts: list[ContextPart] = []
+    if session.system_prompt:
+        system = {"role": "system", "content": session.system_prompt}
+        parts.append(ContextPart("system", system, session.system_prompt_tokens))
+    if borrowed is not None:
+        parts.append(ContextPart("borrowed", to_openai_message(borrowed), borrowed["token_count"], borrowed["seq"]))
+    head_positions = len([item for item in body.items if item.seq is None])
+    for index in keep:
+        item = body.items[index]
+        if item.seq is None:
+            message = body.head[index] if index < head_positions else {}
+            kind = "instruction" if message.get("kind") == "instruction" else "summary"
+            parts.append(ContextPart(kind, to_openai_message(message), item.tokens, message.get("seq")))
+            continue
+        row = body.rows[item.seq]
+        if config is not None and index in body.window.truncate:
+            row = shorten(row, config)
+            parts.append(ContextPart("message", to_openai_message(row), row["token_count"], item.seq, truncated=True))
+        else:
+            parts.append(ContextPart("message", to_openai_message(row), row["token_count"], item.seq))
+    return parts
+
+
+def context_build(*, session: Session, last: int | None = None, max_tokens: int | None = None) -> ServedContext:
+    """The message array for an LLM (see served_context)."""
+    return served_context(session=session, last=last, max_tokens=max_tokens)
+
+
+# --- dashboard: the context panel ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ActiveContext:
+    head: list[ContextPart]  # the system prompt, a borrowed user message, the instruction and the summary
+    messages: list[ContextPart]  # the newest `show_last` messages after them
+    hidden: int  # older messages of the served window left out of `messages`
+    token_count: int  # the served window's count, as `/context/` answers it
+    active_tokens: int  # the active context it was served from
+    run: CompactionRun | None  # the compaction whose summary it starts from
+    stages: list[pipeline.Stage]  # processors applied on this read
+
+
+def active_context_view(*, session: Session, show_last: int) -> ActiveContext:
+    """served_context's parts for a person to read: exactly what an agent gets, labelled."""
+    served = served_context(session=session)
+    head = [part for part in served.parts if part.kind != "message"]
+    body = [part for part in served.parts if part.kind == "message"]
+    shown = body[-show_last:] if show_last > 0 else []
+    return ActiveContext(
+        head=head,
+        messages=shown,
+        hidden=len(body) - len(shown),
+        token_count=served.token_count,
+        active_tokens=served.active_tokens,
+        run=served.run,
+        stages=served.stages,
+    )
