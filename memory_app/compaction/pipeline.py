@@ -195,6 +195,7 @@ def truncation_candidates(items: Sequence[Item], config: ManagedMemoryConfig) ->
         for index, item in enumerate(items[:protected])
         if (item.tool_output or (item.tool_payload_user and truncation.include_tool_payload_user_messages))
         and item.tokens > truncation.max_tool_message_tokens
+        and cost(item, True) < item.tokens
     ]
 
 

@@ -164,20 +164,26 @@ def compaction_blocker(*, session: Session, payload: bool = False) -> str | None
             "summarization is off in this session's memory_config "
             "(active_context enabled/mode, summarization.enabled, processor_order or excluded_processors)"
         )
-    previous = latest_done_run(session.pk)
-    rows = Message.objects.filter(session=session, seq__gt=covered_through(previous)).order_by("seq")
-    roles = list(rows.values_list("role", "tool_call_id", "tool_calls"))
-    items = [
-        pipeline.Item(role=role, tokens=1, seq=index + 1, call_ids=_call_ids(calls), tool_call_id=call_id)
-        for index, (role, call_id, calls) in enumerate(roles)
-    ]
-    if pipeline.summarization_prefix_end(items, config, at_least_one=payload) == 0:
-        grace = config.active_context.summarization.grace_recent_messages
-        return (
-            "every message after the latest summary is in the protected tail "
-            f"(summarization.grace_recent_messages = {grace})"
-        )
-    return None
+    after = covered_through(latest_done_run(session.pk))
+    grace = config.active_context.summarization.grace_recent_messages
+    # The protected tail is the newest few rounds: look at the newest rows first, and at all
+    # of them only when the tail reaches past those.
+    for limit in (64 + 8 * max(grace, 1), None):
+        newest = Message.objects.filter(session=session, seq__gt=after).order_by("-seq")
+        rows = list(
+            newest.values_list("role", "tool_call_id", "tool_calls")[:limit]
+            if limit
+            else newest.values_list("role", "tool_call_id", "tool_calls")
+        )[::-1]
+        items = [
+            pipeline.Item(role=role, tokens=1, seq=index + 1, call_ids=_call_ids(calls), tool_call_id=call_id)
+            for index, (role, call_id, calls) in enumerate(rows)
+        ]
+        if pipeline.summarization_prefix_end(items, config, at_least_one=payload) > 0:
+            return None
+        if limit is None or len(rows) < limit:
+            break
+    return f"every message after the latest summary is in the protected tail (summarization.grace_recent_messages = {grace})"
 
 
 def _call_ids(calls: Any) -> tuple[str, ...]:
@@ -186,10 +192,8 @@ def _call_ids(calls: Any) -> tuple[str, ...]:
 
 def auto_compaction_hold(session: Session) -> str | None:
     """Why an automatic compaction is not queued now although the session is over its
-    threshold (None: it may be queued)."""
+    threshold (None: it may be queued, or one is already pending or running)."""
     runs = list(CompactionRun.objects.filter(session=session).order_by("-created_at")[:8])
-    if runs and runs[0].status in CompactionRun.ACTIVE:
-        return f"a compaction is already {runs[0].status}"
     held = CompactionRun.objects.filter(
         session=session, status=Status.REVERTED, hold_until_tokens__gt=session.history_tokens
     ).first()
@@ -394,6 +398,10 @@ def _summarize(run: CompactionRun, plan: Plan, config: memory_config.ManagedMemo
         text = (result.text or "").strip()
         if not text:
             raise LLMPermanentError(f"unusable summary: {exc}; the model's answer was empty") from exc
+        if text.removeprefix("```json").removeprefix("```").lstrip().startswith(("{", "[")):
+            # A JSON answer without a usable summary ("{}", cut off at output_max_tokens) is no
+            # prose: kept, it would stand in for the whole history it was to summarise.
+            raise LLMPermanentError(f"unusable summary: {exc}") from exc
         data, prose = summary_prompt.prose_summary(text), True
     max_images = summarization.max_retained_images
     budget = None

@@ -36,6 +36,8 @@ from memsite.errors import InvalidInput
 
 # How many message rows a read of a long context looks at per round trip, newest first.
 SCAN_CHUNK = 512
+# How far before its N messages `last=N` looks for the tool call that a result answers.
+LAST_REACH = 64
 # Reads go to the newest row there is, not to the session's counter: rows written around the
 # API (old imports, repairs by hand) are served too.
 NEWEST = 2**62
@@ -103,10 +105,13 @@ def _meta_sql() -> str:
     if connection.vendor == "postgresql":
         is_text = "json_typeof(content) = 'string'"
         text = "(content #>> '{}')"
+        starts, holds = "LIKE 'Tool %%'", "LIKE '%%returned:%%'"
     else:
         is_text = "json_type(content) = 'text'"
         text = "json_extract(content, '$')"
-    payload = f"(role = 'user' AND {is_text} AND {text} LIKE 'Tool %%' AND {text} LIKE '%%returned:%%')"
+        # SQLite's LIKE ignores case; GLOB matches case as row_item's check does.
+        starts, holds = "GLOB 'Tool *'", "GLOB '*returned:*'"
+    payload = f"(role = 'user' AND {is_text} AND {text} {starts} AND {text} {holds})"
     return (
         f"SELECT seq, role, token_count, tool_call_id, name, tool_calls, ({is_text}) AS is_text, {payload} "  # noqa: S608
         f"FROM {table} WHERE session_id = %s AND seq > %s AND seq <= %s ORDER BY seq DESC LIMIT %s"
@@ -230,6 +235,7 @@ class _Body:
     rows: dict[int, dict[str, Any]]  # seq -> full row, for the rows that may be served
     items: list[pipeline.Item]
     window: pipeline.Window
+    borrowed: dict[str, Any] | None = None  # the latest user message, when packing left none
 
 
 def _summary_head(run: CompactionRun | None) -> list[dict[str, Any]]:
@@ -246,7 +252,7 @@ def _managed_body(session: Session, config: memory_config.ManagedMemoryConfig, r
     over = session.active_tokens > config.threshold_tokens
     if not policy.enabled or (policy.mode == "compaction" and not over):
         rows = _rows(session, after=after, through=NEWEST, limit=NEWEST)
-        items = head_items + [row_item(row, config) for row in rows]
+        items = _whole_turns(head_items + [row_item(row, config) for row in rows])
         return _Body(head, {row["seq"]: row for row in rows}, items, pipeline.Window(keep=list(range(len(items)))))
     # Long context: look at the newest rows until they surely fill the budget and hold the
     # protected rounds; everything older is only counted.
@@ -266,7 +272,9 @@ def _managed_body(session: Session, config: memory_config.ManagedMemoryConfig, r
         if cheapest > budget and assistants >= wanted_assistants:
             break
     scanned_all = through <= after
-    items = (head_items if scanned_all else []) + tail_items
+    # A turn still waiting for tool results is no part of a context: the processors (and the
+    # grace rounds they protect) see only whole turns.
+    items = _whole_turns((head_items if scanned_all else []) + tail_items)
     older = None
     if not scanned_all:
         seen = sum(item.tokens for item in tail_items)
@@ -276,12 +284,26 @@ def _managed_body(session: Session, config: memory_config.ManagedMemoryConfig, r
             truncation_saving=functools.partial(_older_saving, session, config, after=after, through=through),
         )
     window = pipeline.read_window(items, config, fixed_tokens=fixed, older=older)
+    borrowed = None
+    if not _has_user(items, pipeline.complete_turns(items, window.keep)):
+        # Packing left no user message: the latest one is borrowed, inside the same budget.
+        borrowed = _latest_user(session)
+        if borrowed is not None:
+            window = pipeline.read_window(items, config, fixed_tokens=fixed + borrowed["token_count"], older=older)
     wanted = [seq for seq in (items[index].seq for index in window.keep) if seq is not None]
     served_rows: dict[int, dict[str, Any]] = {}
     if wanted:
         found = _rows(session, after=min(wanted) - 1, through=max(wanted), limit=max(wanted) - min(wanted) + 1)
         served_rows = {row["seq"]: row for row in found}
-    return _Body(head if scanned_all else [], served_rows, items, window)
+    return _Body(head if scanned_all else [], served_rows, items, window, borrowed)
+
+
+def _whole_turns(items: list[pipeline.Item]) -> list[pipeline.Item]:
+    return [items[index] for index in pipeline.complete_turns(items, list(range(len(items))))]
+
+
+def _has_user(items: Sequence[pipeline.Item], keep: Sequence[int]) -> bool:
+    return any(items[index].role == Message.Role.USER for index in keep)
 
 
 def _older_saving(session: Session, config: memory_config.ManagedMemoryConfig, *, after: int, through: int) -> int:
@@ -352,7 +374,8 @@ def served_context(*, session: Session, last: int | None = None, max_tokens: int
     if config is not None:
         body = _managed_body(session, config, run)
     else:
-        body = _plain_body(session, last or settings.DEFAULT_CONTEXT_WINDOW)
+        # `last` may reach back past its N messages to the tool call a result answers.
+        body = _plain_body(session, last + LAST_REACH if last else settings.DEFAULT_CONTEXT_WINDOW)
     # A call whose results are not all stored yet is a turn in progress: no LLM accepts it.
     items, keep = body.items, pipeline.complete_turns(body.items, body.window.keep)
     if last is not None:
@@ -361,8 +384,8 @@ def served_context(*, session: Session, last: int | None = None, max_tokens: int
     borrowed: dict[str, Any] | None = None
     if max_tokens is not None:
         keep = _fit(items, keep, max_tokens - fixed)
-    if last is None and not any(items[index].role == Message.Role.USER for index in keep):
-        borrowed = _latest_user(session)
+    if last is None and not _has_user(items, keep):
+        borrowed = body.borrowed or _latest_user(session)
         if borrowed is not None and max_tokens is not None:
             keep = _fit(items, keep, max_tokens - fixed - borrowed["token_count"])
     parts = _parts(session, body, keep, borrowed, config)
@@ -400,9 +423,13 @@ def _parts(
             parts.append(ContextPart(kind, to_openai_message(message), item.tokens, message.get("seq")))
             continue
         row = body.rows[item.seq]
-        if config is not None and index in body.window.truncate:
-            row = shorten(row, config)
-            parts.append(ContextPart("message", to_openai_message(row), row["token_count"], item.seq, truncated=True))
+        shorter = shorten(row, config) if config is not None and index in body.window.truncate else None
+        # Cutting an output just over the limit and adding the marker can make it longer: then
+        # the output is served whole.
+        if shorter is not None and shorter["token_count"] < row["token_count"]:
+            parts.append(
+                ContextPart("message", to_openai_message(shorter), shorter["token_count"], item.seq, truncated=True)
+            )
         else:
             parts.append(ContextPart("message", to_openai_message(row), row["token_count"], item.seq))
     return parts

@@ -360,7 +360,7 @@ def session_detail(request: HttpRequest, session_id: uuid.UUID, *, team: Team, t
             "paged": previous is not None or page.next_after is not None,
             "timeline": build_timeline(session=session, messages=page.messages),
             "totals": totals,
-            "token_total": totals.message_tokens + session.system_prompt_tokens,
+            "history_tokens": totals.message_tokens + session.system_prompt_tokens,
             "metadata": pretty_json(session.metadata) if session.metadata else "",
             "is_managed": session.memory_type == MemoryType.MANAGED_CONVERSATION,
             "gauge": token_gauge(session),
@@ -388,11 +388,15 @@ DIFF_MESSAGES_SHOWN = 40
 
 @dataclass(frozen=True)
 class TokenGauge:
-    """The session's active-context tokens against the threshold that queues a compaction."""
+    """The session's active context (Session.active_tokens) against its threshold."""
 
     tokens: int
     threshold: int | None
     target: int | None  # what a compaction aims to bring it down to
+    # Why "Compact now" would do nothing (None: it is offered), and why no compaction is queued
+    # automatically although one is due (a revert's hold, runs without progress).
+    blocker: str | None = None
+    hold: str | None = None
 
     @property
     def percent(self) -> float:
@@ -413,13 +417,25 @@ class TokenGauge:
     @property
     def figures(self) -> dict[str, str]:
         """The numbers as read: 150,000 rather than 150000."""
-        return {name: f"{value:,}" for name, value in vars(self).items() if value is not None}
+        return {name: f"{value:,}" for name, value in vars(self).items() if isinstance(value, int)}
 
 
 def token_gauge(session: Session) -> TokenGauge:
-    threshold = session.compaction_threshold
-    target = compaction.session_config(session).compaction_target_tokens if threshold else None
-    return TokenGauge(tokens=session.active_tokens, threshold=threshold, target=target)
+    if session.memory_type != MemoryType.MANAGED_CONVERSATION:
+        return TokenGauge(tokens=session.active_tokens, threshold=None, target=None)
+    config = compaction.session_config(session)
+    if not config.active_context.enabled:
+        return TokenGauge(tokens=session.active_tokens, threshold=None, target=None)
+    blocker = compaction.compaction_blocker(session=session)
+    over = session.active_tokens > config.threshold_tokens
+    hold = compaction.auto_compaction_hold(session) if over and blocker is None else None
+    return TokenGauge(
+        tokens=session.active_tokens,
+        threshold=config.threshold_tokens,
+        target=config.compaction_target_tokens,
+        blocker=blocker,
+        hold=hold,
+    )
 
 
 @dataclass(frozen=True)
@@ -541,7 +557,11 @@ def _back_to_compactions(session: Session) -> HttpResponse:
 def session_compact(request: HttpRequest, session_id: uuid.UUID, *, team: Team, teams: list[Team]) -> HttpResponse:
     """Queue a manual compaction now (the API's POST .../compact/)."""
     session = _team_session(team, session_id)
-    run, created = compaction.compaction_request(session=session, trigger=CompactionRun.Trigger.MANUAL)
+    try:
+        run, created = compaction.compaction_request(session=session, trigger=CompactionRun.Trigger.MANUAL)
+    except Conflict as exc:
+        flash.error(request, exc.detail)
+        return _back_to_compactions(session)
     if created:
         flash.success(request, "Compaction queued: a worker will summarise the older messages shortly.")
     else:
@@ -562,7 +582,11 @@ def session_compaction_revert(
     except Conflict as exc:
         flash.error(request, exc.detail)
     else:
-        flash.success(request, "Compaction reverted: its summary no longer stands in for those messages.")
+        flash.success(
+            request,
+            "Compaction reverted: its summary no longer stands in for those messages. Automatic compaction "
+            "waits for new messages (Compact now still works).",
+        )
     return _back_to_compactions(session)
 
 

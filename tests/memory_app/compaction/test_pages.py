@@ -354,7 +354,10 @@ def test_revert_calls_the_service_and_the_summary_leaves_the_context(member: Cli
     run.refresh_from_db()
     assert run.status == CompactionRun.Status.REVERTED
     assert response.redirect_chain == [(session_url(session) + "#compactions", 302)]
-    assert flashes(response) == ["Compaction reverted: its summary no longer stands in for those messages."]
+    assert flashes(response) == [
+        "Compaction reverted: its summary no longer stands in for those messages. Automatic compaction "
+        "waits for new messages (Compact now still works)."
+    ]
     assert [m.kind for m in response.context["context_head"]] == ["system"]
     assert [m.seq for m in response.context["context_messages"]] == list(range(1, 11))
     assert response.context["covered_to"] is None
@@ -425,12 +428,18 @@ def test_compact_now_queues_a_manual_run_once(
 
 def test_the_compact_button_shows_only_on_managed_sessions(member: Client, tenant: Tenant) -> None:
     managed = managed_session(tenant)
+    empty = managed_session(tenant, external_id="empty")
+    services.message_append(session=managed, messages=turns(1, 6))
     plain = services.session_create(team=tenant.team)
 
     managed_html = member.get(session_url(managed)).content.decode()
     assert f'action="{compact_url(managed)}"' in managed_html
     assert '<span class="gauge-threshold">100,000</span>' in managed_html
     assert "Compact now" not in member.get(session_url(plain)).content.decode()
+    # Nothing to summarise yet: the button would only be refused, so the page says why instead.
+    empty_html = member.get(session_url(empty)).content.decode()
+    assert "Compact now" not in empty_html
+    assert "Nothing to compact now: every message after the latest summary is in the protected tail" in empty_html
 
 
 # --- team scoping ---------------------------------------------------------------------------------
@@ -484,7 +493,8 @@ def test_the_page_of_a_compacted_session_takes_a_fixed_number_of_queries(
     compact(session)
     services.message_append(session=session, messages=turns(9, 20))
 
-    # session + user, teams, session, page, previous cursor, totals (7); the served context:
-    # latest run, the rows after it (2); ledger: runs + one per run's range (3)
-    with django_assert_num_queries(12):
+    # session + user, teams, session, page, previous cursor, totals (7); the gauge: whether
+    # anything can be compacted (latest run, newest rows) (2); the served context: latest run,
+    # the rows after it (2); ledger: runs + one per run's range (3)
+    with django_assert_num_queries(14):
         member.get(session_url(session))

@@ -288,8 +288,8 @@ def test_it_shows_the_timeline_with_its_fields_and_token_totals(member: Client, 
     for message in messages:
         assert f"{message.token_count} tokens" in html
     total = sum(m.token_count for m in messages) + session.system_prompt_tokens
-    assert response.context["token_total"] == total
-    assert f"<dd>{total} <small" in html
+    assert response.context["history_tokens"] == total
+    assert f"<dt>Raw history</dt><dd>{total} tokens <small" in html
 
 
 def test_it_shows_each_tool_result_under_its_call(member: Client, tenant: Tenant) -> None:
