@@ -381,6 +381,7 @@ def generate(seed: int, messages: int, *, items: int | None = None, profile: str
             for position in range(outputs):
                 call_number += 1
                 call_id = f"call_{seed}_{call_number}"
+                arguments: dict[str, Any]
                 if position == 0 and slot.plant:
                     tool, argument = _TOOL_FOR_KIND[slot.plant[0]]
                     arguments = {argument: slot.plant[1]}

@@ -169,12 +169,12 @@ def compaction_blocker(*, session: Session, payload: bool = False) -> str | None
     # The protected tail is the newest few rounds: look at the newest rows first, and at all
     # of them only when the tail reaches past those.
     for limit in (64 + 8 * max(grace, 1), None):
-        newest = Message.objects.filter(session=session, seq__gt=after).order_by("-seq")
-        rows = list(
-            newest.values_list("role", "tool_call_id", "tool_calls")[:limit]
-            if limit
-            else newest.values_list("role", "tool_call_id", "tool_calls")
-        )[::-1]
+        newest = (
+            Message.objects.filter(session=session, seq__gt=after)
+            .order_by("-seq")
+            .values_list("role", "tool_call_id", "tool_calls")
+        )
+        rows = list(newest[:limit] if limit else newest)[::-1]
         items = [
             pipeline.Item(role=role, tokens=1, seq=index + 1, call_ids=_call_ids(calls), tool_call_id=call_id)
             for index, (role, call_id, calls) in enumerate(rows)
@@ -183,7 +183,10 @@ def compaction_blocker(*, session: Session, payload: bool = False) -> str | None
             return None
         if limit is None or len(rows) < limit:
             break
-    return f"every message after the latest summary is in the protected tail (summarization.grace_recent_messages = {grace})"
+    return (
+        "every message after the latest summary is in the protected tail "
+        f"(summarization.grace_recent_messages = {grace})"
+    )
 
 
 def _call_ids(calls: Any) -> tuple[str, ...]:
