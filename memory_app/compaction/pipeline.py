@@ -16,7 +16,7 @@ rows and only the rows that are served are read in full.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -60,15 +60,6 @@ class Stage:
         if self.estimated_savings is not None:
             data["estimated_savings"] = self.estimated_savings
         return data
-
-
-@dataclass(frozen=True)
-class Older:
-    """The part of a long context before the items a read looked at: never served (packing
-    keeps the newest messages), but its size counts toward the processors' estimates."""
-
-    tokens: int
-    truncation_saving: Callable[[], int]  # computed only when the newer items do not decide
 
 
 @dataclass(frozen=True)
@@ -200,14 +191,12 @@ def truncation_candidates(items: Sequence[Item], config: ManagedMemoryConfig) ->
 
 
 def tool_truncation(
-    items: Sequence[Item], config: ManagedMemoryConfig, *, is_last: bool, older: Older | None = None
+    items: Sequence[Item], config: ManagedMemoryConfig, *, is_last: bool
 ) -> tuple[Stage, frozenset[int]]:
     if not config.active_context.tool_truncation.enabled:
         return Stage(TOOL_TRUNCATION, ran=False, reason="disabled"), frozenset()
     candidates = truncation_candidates(items, config)
     saving = sum(items[index].tokens - cost(items[index], True) for index in candidates)
-    if older is not None and not _gate(saving, config, is_last):
-        saving += older.truncation_saving()
     if not _gate(saving, config, is_last):
         return Stage(TOOL_TRUNCATION, False, "below min_reduction_ratio", saving), frozenset()
     return Stage(TOOL_TRUNCATION, True, estimated_savings=saving), frozenset(candidates)
@@ -291,9 +280,8 @@ def backward_packing(
     *,
     is_last: bool,
     budget: int,
-    older_tokens: int = 0,
 ) -> tuple[Stage, list[int] | None]:
-    total = older_tokens + sum(cost(item, index in truncated) for index, item in enumerate(items))
+    total = sum(cost(item, index in truncated) for index, item in enumerate(items))
     saving = max(0, total - config.compaction_target_tokens)
     if not _gate(saving, config, is_last):
         return Stage(BACKWARD_PACKING, False, "below min_reduction_ratio", saving), None
@@ -306,13 +294,11 @@ def backward_packing(
 # --- the whole context -------------------------------------------------------------------------
 
 
-def read_window(
-    items: Sequence[Item], config: ManagedMemoryConfig, *, fixed_tokens: int, older: Older | None = None
-) -> Window:
+def read_window(items: Sequence[Item], config: ManagedMemoryConfig, *, fixed_tokens: int) -> Window:
     """What a read of the active context serves, from the items after the system prompt.
 
     `fixed_tokens`: what the context holds besides `items` (the system prompt), counted
-    against the same budgets. `older`: the part of the context before `items`, if any.
+    against the same budgets.
     """
     policy = config.active_context
     everything = list(range(len(items)))
@@ -324,10 +310,10 @@ def read_window(
             return Window(keep=everything, stages=[Stage(SLIDING_WINDOW, False, "disabled")])
         keep = pack(items, max(budget - fixed_tokens, 0), grace_rounds=None)
         return Window(keep=keep, stages=[Stage(SLIDING_WINDOW, True)])
-    total = fixed_tokens + (older.tokens if older else 0) + sum(item.tokens for item in items)
+    total = fixed_tokens + sum(item.tokens for item in items)
     if total <= config.threshold_tokens:
         return Window(keep=everything)
-    return run_chain(items, config, fixed_tokens=fixed_tokens, with_summary=False, older=older).window
+    return run_chain(items, config, fixed_tokens=fixed_tokens, with_summary=False).window
 
 
 @dataclass(frozen=True)
@@ -343,9 +329,11 @@ def run_chain(
     *,
     fixed_tokens: int,
     with_summary: bool,
-    older: Older | None = None,
 ) -> ChainResult:
-    """The processors of `chain(config)` over `items`, in order.
+    """The processors of `chain(config)` over `items`, in order, each on what the ones before
+    it left, as the reference library runs them: after packing, the kept items; after a summary
+    (planned on a worker), the summary -- an assistant message of its estimated size -- and the
+    items after it.
 
     `with_summary`: a worker plans a compaction (summarization may run); a read applies only
     the processors that need no LLM, and reports summarization as waiting for a worker.
@@ -353,23 +341,32 @@ def run_chain(
     names = chain(config)
     truncated: frozenset[int] = frozenset()
     keep: list[int] = list(range(len(items)))
+    view: list[int] = list(keep)  # what the next processor sees; -1 is the planned summary
+    summary = Item(role="assistant", tokens=0)
     stages: list[Stage] = []
     through = 0
     for position, name in enumerate(names):
         is_last = position == len(names) - 1
+        seen = [items[index] if index >= 0 else summary for index in view]
+        seen_truncated = frozenset(at for at, index in enumerate(view) if index in truncated)
         if name == TOOL_TRUNCATION:
-            stage, truncated = tool_truncation(items, config, is_last=is_last, older=older)
+            stage, found = tool_truncation(seen, config, is_last=is_last)
+            truncated = frozenset(view[at] for at in found)
         elif name == SUMMARIZATION:
-            stage, through = summarization(items, config, truncated, is_last=is_last)
+            stage, end = summarization(seen, config, seen_truncated, is_last=is_last)
             if not with_summary and stage.ran:
-                stage, through = Stage(SUMMARIZATION, False, "runs on a worker", stage.estimated_savings), 0
+                stage, end = Stage(SUMMARIZATION, False, "runs on a worker", stage.estimated_savings), 0
+            if end:
+                through = view[end - 1] + 1
+                prefix = sum(cost(seen[at], at in seen_truncated) for at in range(end))
+                summary = Item(role="assistant", tokens=prefix - (stage.estimated_savings or 0))
+                view = [-1, *view[end:]]
         else:
             budget = max(config.compaction_target_tokens - fixed_tokens, 0)
-            stage, packed = backward_packing(
-                items, config, truncated, is_last=is_last, budget=budget, older_tokens=older.tokens if older else 0
-            )
+            stage, packed = backward_packing(seen, config, seen_truncated, is_last=is_last, budget=budget)
             if packed is not None:
-                keep = packed
+                view = [view[at] for at in packed]
+                keep = [index for index in view if index >= 0]
         stages.append(stage)
     kept = set(keep)
     return ChainResult(

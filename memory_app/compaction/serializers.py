@@ -11,6 +11,11 @@ class CompactionRunSerializer(serializers.ModelSerializer):
     session_id = serializers.UUIDField(read_only=True)
     summary = serializers.JSONField(read_only=True)
     stages_run = serializers.JSONField(read_only=True)
+    stages = serializers.ListField(
+        child=serializers.DictField(),
+        read_only=True,
+        help_text="Every processor of the session's chain: {processor, ran, reason, estimated_savings}.",
+    )
 
     class Meta:
         model = CompactionRun
@@ -29,6 +34,8 @@ class CompactionRunSerializer(serializers.ModelSerializer):
             "pre_messages",
             "post_messages",
             "stages_run",
+            "stages",
+            "hold_until_tokens",
             "duration_ms",
             "backend",
             "model",

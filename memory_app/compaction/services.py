@@ -401,7 +401,7 @@ def _summarize(run: CompactionRun, plan: Plan, config: memory_config.ManagedMemo
         text = (result.text or "").strip()
         if not text:
             raise LLMPermanentError(f"unusable summary: {exc}; the model's answer was empty") from exc
-        if text.removeprefix("```json").removeprefix("```").lstrip().startswith(("{", "[")):
+        if text.removeprefix("```json").removeprefix("```").lstrip().startswith("{"):
             # A JSON answer without a usable summary ("{}", cut off at output_max_tokens) is no
             # prose: kept, it would stand in for the whole history it was to summarise.
             raise LLMPermanentError(f"unusable summary: {exc}") from exc

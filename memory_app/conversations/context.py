@@ -118,15 +118,6 @@ def _meta_sql() -> str:
     )
 
 
-@functools.cache
-def _older_saving_sql() -> str:
-    quote = connection.ops.quote_name
-    return (
-        f"SELECT COALESCE(SUM(token_count - %s), 0) FROM {quote(Message._meta.db_table)} "  # noqa: S608
-        "WHERE session_id = %s AND seq > %s AND seq <= %s AND role = 'tool' AND token_count > %s"
-    )
-
-
 def _tool_call_ids(raw: Any) -> tuple[str, ...]:
     import json
 
@@ -254,42 +245,48 @@ def _managed_body(session: Session, config: memory_config.ManagedMemoryConfig, r
         rows = _rows(session, after=after, through=NEWEST, limit=NEWEST)
         items = _whole_turns(head_items + [row_item(row, config) for row in rows])
         return _Body(head, {row["seq"]: row for row in rows}, items, pipeline.Window(keep=list(range(len(items)))))
-    # Long context: look at the newest rows until they surely fill the budget and hold the
-    # protected rounds; everything older is only counted.
-    budget = max(config.compaction_target_tokens - fixed, 0)
+    # Over the threshold the processors look at the newest whole turns up to twice the
+    # threshold, and at least the rounds they protect. A memory is compacted as soon as an append
+    # takes it over the threshold, so it holds the threshold plus what that append brought: this
+    # is all of it in any real session. Older messages could never be served (packing keeps at
+    # most the compaction target), so they are not read; the rows are planned from their cached
+    # counts, newest first, a chunk at a time.
+    limit = 2 * config.threshold_tokens
     graces = (policy.tool_truncation.grace_recent_messages, policy.backward_packing.grace_recent_messages)
     wanted_assistants = max(1, *graces)
-    tail_items: list[pipeline.Item] = []
-    through, cheapest, assistants = NEWEST, 0, 0
-    while through > after:
+    taken: list[pipeline.Item] = []  # newest first
+
+    def enough() -> bool:
+        # Never stop on a tool result: its call (the start of its turn) comes with it.
+        return seen > limit and assistants >= wanted_assistants and taken[-1].role != Message.Role.TOOL
+
+    through, seen, assistants, scanned_all = NEWEST, 0, 0, False
+    while not scanned_all and not (taken and enough()):
         chunk = _meta_items(session, config, after=after, through=through, limit=SCAN_CHUNK)
-        if not chunk:
-            break
-        tail_items[:0] = chunk
-        through = chunk[0].seq - 1 if chunk[0].seq is not None else after
-        cheapest += sum(pipeline.cost(item, True) for item in chunk)
-        assistants += sum(1 for item in chunk if item.role == Message.Role.ASSISTANT)
-        if cheapest > budget and assistants >= wanted_assistants:
-            break
-    scanned_all = through <= after
+        for item in reversed(chunk):
+            if taken and enough():
+                break
+            taken.append(item)
+            seen += item.tokens
+            assistants += item.role == Message.Role.ASSISTANT
+        else:
+            # The whole chunk was taken: a short one was the oldest there is.
+            scanned_all = len(chunk) < SCAN_CHUNK
+        if chunk:
+            through = (taken[-1].seq or 1) - 1
+    tail_items = taken[::-1]
+    if scanned_all and head_items:
+        tail_items = head_items + tail_items
     # A turn still waiting for tool results is no part of a context: the processors (and the
     # grace rounds they protect) see only whole turns.
-    items = _whole_turns((head_items if scanned_all else []) + tail_items)
-    older = None
-    if not scanned_all:
-        seen = sum(item.tokens for item in tail_items)
-        older_tokens = max(session.active_tokens - fixed - seen, 0)
-        older = pipeline.Older(
-            tokens=older_tokens,
-            truncation_saving=functools.partial(_older_saving, session, config, after=after, through=through),
-        )
-    window = pipeline.read_window(items, config, fixed_tokens=fixed, older=older)
+    items = _whole_turns(tail_items)
+    window = pipeline.read_window(items, config, fixed_tokens=fixed)
     borrowed = None
     if not _has_user(items, pipeline.complete_turns(items, window.keep)):
         # Packing left no user message: the latest one is borrowed, inside the same budget.
         borrowed = _latest_user(session)
         if borrowed is not None:
-            window = pipeline.read_window(items, config, fixed_tokens=fixed + borrowed["token_count"], older=older)
+            window = pipeline.read_window(items, config, fixed_tokens=fixed + borrowed["token_count"])
     wanted = [seq for seq in (items[index].seq for index in window.keep) if seq is not None]
     served_rows: dict[int, dict[str, Any]] = {}
     if wanted:
@@ -304,15 +301,6 @@ def _whole_turns(items: list[pipeline.Item]) -> list[pipeline.Item]:
 
 def _has_user(items: Sequence[pipeline.Item], keep: Sequence[int]) -> bool:
     return any(items[index].role == Message.Role.USER for index in keep)
-
-
-def _older_saving(session: Session, config: memory_config.ManagedMemoryConfig, *, after: int, through: int) -> int:
-    max_tokens = config.active_context.tool_truncation.max_tool_message_tokens
-    estimate = _truncated_cost(config, "tool", None, None)
-    with connection.cursor() as cursor:
-        cursor.execute(_older_saving_sql(), [estimate, _session_pk(session), after, through, max(estimate, max_tokens)])
-        (saving,) = cursor.fetchone()
-    return int(saving or 0)
 
 
 def _plain_body(session: Session, limit: int) -> _Body:

@@ -45,7 +45,7 @@ class Session(models.Model):
     # writes: what a context stands for, for the token economics (usage) pages and API.
     history_tokens = models.PositiveBigIntegerField(default=0)
     last_seq = models.PositiveBigIntegerField(default=0)
-    # Scratch memory entries waiting for the next assistant message: read by the append's
+    # Scratch memory entries waiting for the turn's final answer: read by the append's
     # own session-row UPDATE, so an append with nothing pending pays nothing for the feature.
     pending_scratch = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)

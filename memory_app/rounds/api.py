@@ -211,7 +211,8 @@ class ScratchView(TeamScopedView):
     @extend_schema(
         operation_id="sessions_scratch_list",
         responses=rs.ScratchOutputSerializer(many=True),
-        description="Scratch entries still waiting for the next assistant message.",
+        description="Scratch entries still waiting for the turn's final answer (the next assistant message "
+        "without tool calls).",
     )
     def get(self, request: Request, session_id: str) -> Response:
         pending = scratch.scratch_pending(session=self.get_session())
@@ -221,7 +222,8 @@ class ScratchView(TeamScopedView):
         request=rs.ScratchInputSerializer,
         responses={201: rs.ScratchOutputSerializer},
         description="Record a tool execution of the current turn (scratch memory: action, observation, "
-        "duration). The next assistant message appended to the session carries it in `meta.scratch`.",
+        "duration). The turn's final answer (the next assistant message without tool calls) carries it in "
+        "`meta.scratch`.",
     )
     def post(self, request: Request, session_id: str) -> Response:
         session = self.get_session()

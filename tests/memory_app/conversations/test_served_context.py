@@ -195,22 +195,23 @@ def configs(draw) -> dict:
     }
 
 
-def protected_seqs(session: Session, grace: int) -> list[int]:
-    """The seqs of the rounds backward packing must keep: the newest `grace` assistant rounds of
-    the messages after the latest summary (whole tool turns; a turn still waiting for results
-    is not part of any context)."""
+def protected_rounds(session: Session, grace: int) -> tuple[list[int], int]:
+    """The rounds backward packing must keep, as the seqs of their raw messages and the tokens of
+    all of them (a summary message counts as a round too): the newest `grace` assistant rounds
+    of the active context (whole tool turns; a turn still waiting for results is in no context)."""
     from memory_app.compaction import pipeline
 
     run = compaction.latest_done_run(session.pk)
+    head = [pipeline.Item(role=m["role"], tokens=m["token_count"]) for m in (run.summary or [])] if run else []
     rows = list(
         Message.objects.filter(session=session, seq__gt=(run.covered_to_seq if run else 0))
         .order_by("seq")
-        .values("seq", "role", "tool_calls", "tool_call_id")
+        .values("seq", "role", "tool_calls", "tool_call_id", "token_count")
     )
-    items = [
+    items = head + [
         pipeline.Item(
             role=row["role"],
-            tokens=1,
+            tokens=row["token_count"],
             seq=row["seq"],
             call_ids=tuple(c["id"] for c in row["tool_calls"] or []),
             tool_call_id=row["tool_call_id"],
@@ -218,8 +219,8 @@ def protected_seqs(session: Session, grace: int) -> list[int]:
         for row in rows
     ]
     complete = [items[i] for i in pipeline.complete_turns(items, list(range(len(items))))]
-    kept = pipeline.pack(complete, 0, grace_rounds=grace)
-    return [complete[i].seq for i in kept]
+    kept = [complete[i] for i in pipeline.pack(complete, 0, grace_rounds=grace)]
+    return [item.seq for item in kept if item.seq is not None], sum(item.tokens for item in kept)
 
 
 @pytest.mark.slow
@@ -254,10 +255,10 @@ def test_the_served_context_keeps_its_invariants_for_any_valid_config(job_outbox
     size = built.token_count - tokens.REPLY_PRIMING_TOKENS
     if packing is not None and packing.ran:
         grace = config["active_context"]["backward_packing"]["grace_recent_messages"]
-        protected = protected_seqs(session, grace)
+        protected, protected_tokens = protected_rounds(session, grace)
         assert set(protected) <= served_seqs
         borrowed = sum(p.token_count for p in built.parts if p.kind == "borrowed")
-        floor = session.system_prompt_tokens + sum(stored[seq] for seq in protected) + borrowed
+        floor = session.system_prompt_tokens + protected_tokens + borrowed
         assert size <= max(config["threshold_tokens"], floor)
     elif size > config["threshold_tokens"]:
         assert packing is not None and packing.reason  # skipped, and the read says why
