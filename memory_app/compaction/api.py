@@ -23,7 +23,9 @@ class CompactView(TeamScopedView):
         parameters=[compaction_serializers.CompactQuerySerializer],
         responses={202: compaction_serializers.CompactionRunSerializer},
         description="Queue a compaction now (`reason=payload_error` runs the managed memory's payload-too-large "
-        "recovery). If one is already pending or running, that run is returned.",
+        "recovery). If one is already pending or running, that run is returned. 409 with the reason when nothing "
+        "can be compacted (not a managed session, summarization off, or every message after the latest summary "
+        "in the protected tail); a request lifts the hold a revert put on automatic compaction.",
     )
     def post(self, request: Request, session_id: str) -> Response:
         reason = query_params(compaction_serializers.CompactQuerySerializer, request)["reason"]
