@@ -12,7 +12,8 @@ built with a model that is never called: only extraction would call it.
 file paths], "summary": the JSON object the compaction model answers}}) run marsys's
 ManagedConversationMemory._run_compaction with a model that always answers that summary;
 "compaction_results" has, per case, the CompactionEvents' statuses and stages_run, the stage
-metadata (estimated savings and ratios) and get_messages() afterwards.
+metadata of metadata["last_compaction"], every estimate a processor made (its estimated_savings,
+which marsys records only for the processors it skips) and get_messages() afterwards.
 """
 
 from __future__ import annotations
