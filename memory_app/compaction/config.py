@@ -7,6 +7,8 @@ keys and wrong types, and names the offending path (`active_context.summarizatio
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 from typing import Any, get_type_hints
 
 from memory_client.vocabulary.config import (
@@ -32,6 +34,7 @@ __all__ = [
     "json_schema",
     "merge",
     "parse_config",
+    "stored_config",
     "to_dict",
 ]
 
@@ -145,6 +148,17 @@ def parse_config(data: Any) -> ManagedMemoryConfig:
     if errors:
         raise ConfigError(errors)
     return config
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed(text: str) -> ManagedMemoryConfig:
+    return parse_config(json.loads(text))
+
+
+def stored_config(data: Any) -> ManagedMemoryConfig:
+    """parse_config of a session's stored (validated) config, remembered: every context read
+    and append needs it, and parsing takes longer than the read's queries. Treat it as read-only."""
+    return _parsed(json.dumps(data or {}, sort_keys=True))
 
 
 def merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

@@ -47,7 +47,7 @@ Status = CompactionRun.Status
 
 
 def session_config(session: Session) -> memory_config.ManagedMemoryConfig:
-    return memory_config.parse_config(session.memory_config or {})
+    return memory_config.stored_config(session.memory_config)
 
 
 def threshold_for(memory_type: str, config: memory_config.ManagedMemoryConfig) -> int | None:
@@ -234,9 +234,9 @@ def compaction_request_on_read(*, session: Session) -> CompactionRun | None:
     if session.memory_type != "managed_conversation":
         return None
     config = session_config(session)
-    if "get_messages" not in config.trigger_events or not pipeline.summarization_usable(config):
+    if session.active_tokens <= config.threshold_tokens or "get_messages" not in config.trigger_events:
         return None
-    if session.active_tokens <= config.threshold_tokens:
+    if not pipeline.summarization_usable(config):
         return None
     return compaction_request_if_due(session=session)
 

@@ -125,16 +125,21 @@ def _tool_call_ids(raw: Any) -> tuple[str, ...]:
     return tuple(str(call.get("id")) for call in calls or [] if isinstance(call, dict) and call.get("id"))
 
 
+@functools.lru_cache(maxsize=4096)
+def _short_text_tokens(text: str) -> int:
+    """Tokens of a role, name, call id or marker: few distinct values, counted once each."""
+    return tokens.count_text(text, settings.TOKEN_ENCODING)
+
+
 def _truncated_cost(config: memory_config.ManagedMemoryConfig, role: str, name: str | None, call_id: str | None) -> int:
     """An upper bound of a tool output's count once shortened to `max_tool_message_tokens`."""
     truncation = config.active_context.tool_truncation
-    encoding = settings.TOKEN_ENCODING
-    total = tokens.TOKENS_PER_MESSAGE + tokens.count_text(role, encoding) + truncation.max_tool_message_tokens
-    total += tokens.count_text(truncation.append_marker, encoding) + 3  # a cut may split a character
+    total = tokens.TOKENS_PER_MESSAGE + _short_text_tokens(role) + truncation.max_tool_message_tokens
+    total += _short_text_tokens(truncation.append_marker) + 3  # a cut may split a character
     if name:
-        total += tokens.TOKENS_PER_NAME + tokens.count_text(name, encoding)
+        total += tokens.TOKENS_PER_NAME + _short_text_tokens(name)
     if call_id:
-        total += tokens.count_text(call_id, encoding)
+        total += _short_text_tokens(call_id)
     return total
 
 
@@ -261,8 +266,9 @@ def _managed_body(session: Session, config: memory_config.ManagedMemoryConfig, r
         return seen > limit and assistants >= wanted_assistants and taken[-1].role != Message.Role.TOOL
 
     through, seen, assistants, scanned_all = NEWEST, 0, 0, False
+    chunk_size = _first_chunk(session, limit)
     while not scanned_all and not (taken and enough()):
-        chunk = _meta_items(session, config, after=after, through=through, limit=SCAN_CHUNK)
+        chunk = _meta_items(session, config, after=after, through=through, limit=chunk_size)
         for item in reversed(chunk):
             if taken and enough():
                 break
@@ -271,9 +277,10 @@ def _managed_body(session: Session, config: memory_config.ManagedMemoryConfig, r
             assistants += item.role == Message.Role.ASSISTANT
         else:
             # The whole chunk was taken: a short one was the oldest there is.
-            scanned_all = len(chunk) < SCAN_CHUNK
+            scanned_all = len(chunk) < chunk_size
         if chunk:
             through = (taken[-1].seq or 1) - 1
+        chunk_size = SCAN_CHUNK
     tail_items = taken[::-1]
     if scanned_all and head_items:
         tail_items = head_items + tail_items
@@ -293,6 +300,13 @@ def _managed_body(session: Session, config: memory_config.ManagedMemoryConfig, r
         found = _rows(session, after=min(wanted) - 1, through=max(wanted), limit=max(wanted) - min(wanted) + 1)
         served_rows = {row["seq"]: row for row in found}
     return _Body(head if scanned_all else [], served_rows, items, window, borrowed)
+
+
+def _first_chunk(session: Session, tokens_wanted: int) -> int:
+    """How many rows the first look back reads: the rows `tokens_wanted` takes at the session's
+    average message size, with a margin (a second look covers a wrong guess)."""
+    average = session.history_tokens / max(session.last_seq, 1)
+    return min(max(int(tokens_wanted / max(average, 1) * 1.25) + 16, 32), 4 * SCAN_CHUNK)
 
 
 def _whole_turns(items: list[pipeline.Item]) -> list[pipeline.Item]:
@@ -355,7 +369,7 @@ def served_context(*, session: Session, last: int | None = None, max_tokens: int
     the summary and one user message do not fit.
     """
     managed = session.memory_type == MemoryType.MANAGED_CONVERSATION
-    config = memory_config.parse_config(session.memory_config or {}) if managed else None
+    config = memory_config.stored_config(session.memory_config) if managed else None
     run: CompactionRun | None = None
     if config is not None and config.active_context.enabled and config.active_context.mode == "compaction":
         run = latest_done_run(session.pk)

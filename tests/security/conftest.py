@@ -33,10 +33,18 @@ def client_for(raw_key: str) -> APIClient:
 def world(tenant: Tenant, settings) -> World:
     settings.LLM_BASE_URL, settings.LLM_BACKEND = "", ""  # selections use the offline backend
     api = tenant.client
-    session_id = api.post("/api/v1/sessions/", {"system_prompt": "be brief"}, format="json").json()["id"]
+    # A managed session with a turn before the protected one: there is something to compact.
+    managed = {"system_prompt": "be brief", "memory_type": "managed_conversation"}
+    session_id = api.post("/api/v1/sessions/", managed, format="json").json()["id"]
     message = api.post(
         f"/api/v1/sessions/{session_id}/messages/", {"role": "user", "content": "hello"}, format="json"
     ).json()
+    api.post(
+        f"/api/v1/sessions/{session_id}/messages/",
+        {"messages": [{"role": "assistant", "content": "hi"}, {"role": "user", "content": "and?"},
+                      {"role": "assistant", "content": "done"}]},
+        format="json",
+    )
     run = CompactionRun.objects.create(
         team=tenant.team, session_id=session_id, trigger="manual", status="done", covered_to_seq=1
     )

@@ -46,7 +46,7 @@ for _name in (
     "conversation-export", "session-scratch", "experience-list", "experience-export", "experience-config",
     "experience-detail", "experience-revisions", "experience-selection-list", "experience-selection-detail",
     "experience-selection-download", "usage", "event-stream", "webhook-list", "webhook-detail",
-    "webhook-delivery-list",
+    "webhook-delivery-list", "agent-memory-attempt-detail", "agent-memory-context",
 ):  # fmt: skip
     role(_name, "get", READ)
 role("experience-diff", "get", READ, {"a": 1, "b": 1})
@@ -68,6 +68,9 @@ role("agent-memory", "put", WRITE, {"version": "1", "schema": "agent-memory", "d
 role("agent-memory-discoveries", "post", WRITE, {"type": "codebase_structure", "content": "found it"})
 role("agent-memory-attempts", "post", WRITE, {"planStep": 2, "description": "again"})
 role("agent-memory-attempt-detail", "patch", WRITE, {"result": "success", "output": "done"})
+role("agent-memory-context", "put", WRITE, {"currentPlanStep": 1})
+role("agent-memory-context", "patch", WRITE, {"nextSteps": ["ship it"]})
+role("agent-memory-context", "delete", WRITE)
 role("agent-memory-decisions", "post", WRITE, {"type": "implementation", "description": "use X"})
 role("conversation-import", "post", WRITE, {"rounds": []})
 role("round-list", "post", WRITE, {"user_query": "next"})

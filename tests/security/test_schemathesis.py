@@ -192,7 +192,12 @@ def populate(tenant: Tenant, canary: str) -> Populated:
     session = _ok(
         api.post(
             "/api/v1/sessions/",
-            {"system_prompt": f"{canary} prompt", "external_id": f"{canary}-ext", "metadata": {"c": canary}},
+            {
+                "system_prompt": f"{canary} prompt",
+                "external_id": f"{canary}-ext",
+                "metadata": {"c": canary},
+                "memory_type": "managed_conversation",  # compacted below
+            },
             format="json",
         ),
         201,

@@ -62,9 +62,20 @@ def team_admin(client: Client, *tenants: Tenant, is_staff: bool = False) -> Clie
 
 
 def managed(tenant: Tenant, external_id: str) -> Session:
-    return services.session_create(
+    """A managed session with a turn before the protected one: a retry has something to compact."""
+    session = services.session_create(
         team=tenant.team, external_id=external_id, memory_type=MemoryType.MANAGED_CONVERSATION
     )
+    services.message_append(
+        session=session,
+        messages=[
+            {"role": "user", "content": "plan the trip"},
+            {"role": "assistant", "content": "where to?"},
+            {"role": "user", "content": "Oslo"},
+            {"role": "assistant", "content": "booked"},
+        ],
+    )
+    return session
 
 
 def job(session: Session, status: str, **fields) -> CompactionRun:
@@ -304,7 +315,7 @@ def test_retrying_a_job_that_did_not_fail_shows_the_conflict(staff: Client, tena
 
     response = staff.post(retry_url(run), follow=True)
 
-    assert flashes(response) == ["Only a failed compaction can be retried (this one is done)."]
+    assert flashes(response) == ["Only a failed or skipped compaction can be retried (this one is done)."]
     assert CompactionRun.objects.count() == 1
 
 

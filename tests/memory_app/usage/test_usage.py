@@ -285,10 +285,24 @@ def test_a_selection_over_the_budget_is_429_with_retry_after(api, tenant, llm_se
 # --- the per-key rate limit (cost control) ---------------------------------------------------------
 
 
-def test_llm_backed_endpoints_are_rate_limited_per_key(api, tenant, session_id, settings) -> None:
+def compactable_session(client) -> str:
+    """A managed session with a turn before the protected one (a compaction has work to do)."""
+    session = client.post("/api/v1/sessions/", {"memory_type": "managed_conversation"}, format="json").json()["id"]
+    turn = [
+        {"role": "user", "content": "I live in Oslo."},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "And I like tea."},
+        {"role": "assistant", "content": "Noted too."},
+    ]
+    client.post(f"/api/v1/sessions/{session}/messages/", {"messages": turn}, format="json")
+    return session
+
+
+def test_llm_backed_endpoints_are_rate_limited_per_key(api, tenant, settings) -> None:
     settings.LLM_RATE_LIMIT = "2/minute"
     other_key = make_tenant("gamma").client
-    other_session = other_key.post("/api/v1/sessions/", {}, format="json").json()["id"]
+    other_session = compactable_session(other_key)
+    session_id = compactable_session(api)
     compact = f"/api/v1/sessions/{session_id}/compact/"
 
     assert [api.post(compact).status_code for _ in range(2)] == [202, 202]
@@ -302,14 +316,14 @@ def test_llm_backed_endpoints_are_rate_limited_per_key(api, tenant, session_id, 
     assert api.get(f"/api/v1/sessions/{session_id}/context/").status_code == 200
 
 
-def test_llm_backed_endpoints_answer_while_the_rate_limit_cache_is_unreachable(api, session_id, settings) -> None:
+def test_llm_backed_endpoints_answer_while_the_rate_limit_cache_is_unreachable(api, settings) -> None:
     # The throttle's cache is the broker's Redis in production: a Redis outage must not turn
     # these writes into 500s (the team's budget, in the database, still bounds the spending).
     settings.CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://127.0.0.1:9/0"}
     }
     settings.LLM_BASE_URL, settings.LLM_BACKEND = "", ""
-    api.post(f"/api/v1/sessions/{session_id}/messages/", {"role": "user", "content": "I live in Oslo."}, format="json")
+    session_id = compactable_session(api)
 
     assert api.post(f"/api/v1/sessions/{session_id}/compact/").status_code == 202
     assert api.post(f"/api/v1/sessions/{session_id}/extract-facts/", {}, format="json").status_code == 202
