@@ -337,8 +337,12 @@ def _plan(run: CompactionRun, session: Session, config: memory_config.ManagedMem
         end = pipeline.summarization_prefix_end(items, config, at_least_one=is_payload)
         if end and any(item.seq is not None for item in items[:end]):
             through = end
-            stages = [s for s in stages if s.processor != pipeline.SUMMARIZATION]
-            stages.append(pipeline.Stage(pipeline.SUMMARIZATION, True, f"asked for ({run.trigger})"))
+            asked = pipeline.Stage(pipeline.SUMMARIZATION, True, f"asked for ({run.trigger})")
+            names = [s.processor for s in stages]
+            if pipeline.SUMMARIZATION in names:
+                stages[names.index(pipeline.SUMMARIZATION)] = asked
+            else:
+                stages.append(asked)
     if through == 0:
         reasons = [s.reason for s in stages if s.processor == pipeline.SUMMARIZATION]
         return Skip(stages, reasons[0] if reasons else "summarization is not in processor_order")

@@ -539,7 +539,13 @@ def _run_view(item: compaction_selectors.LedgerRun, *, latest: CompactionRun | N
         ],
         more_before=item.more_covered,
         after=[
-            compact_message(message, on_page=on_page, tokens=message.get("token_count"), kind="summary")
+            compact_message(
+                message,
+                on_page=on_page,
+                seq=message.get("seq") if message.get("kind") == "instruction" else None,
+                tokens=message.get("token_count"),
+                kind="instruction" if message.get("kind") == "instruction" else "summary",
+            )
             for message in run.summary or []
             if isinstance(message, dict)
         ],

@@ -11,8 +11,10 @@ experience selection picks the candidates whose `when` the query and context mat
 from __future__ import annotations
 
 import json
+import math
 import re
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from memory_app.compaction.processors import content_text
@@ -21,18 +23,95 @@ from memory_app.facts.output import MAX_TRIPLES, normalize_term
 from memory_app.llm.base import ChatRequest, LLMPermanentError, LLMResult
 from memory_app.llm.relevance import DEFAULT_RELEVANCE_THRESHOLD, rank_by_relevance
 
-_IDENTIFIER = re.compile(
-    r"(?:https?://\S+)"  # URLs
-    r"|(?:[\w.-]*/[\w./-]+)"  # paths
-    r"|(?:\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b)"  # UUIDs
-    r"|(?:\b[A-Za-z_]\w*\(\))"  # calls
-    r"|(?:\b[a-z]+_[a-z0-9_]+\b)"  # snake_case
-    r"|(?:\b[A-Z][a-z]+[A-Z]\w*\b)"  # CamelCase
-)
-_ERROR = re.compile(r"error|exception|traceback|failed|failure|denied|not found", re.I)
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+# --- Summaries: salient lines, quoted verbatim, ranked, within the budget ---------------------
+#
+# A summary is built from candidate lines: every user request; the assistant's sentences that
+# name something (an identifier) or state a decision or a finding; the tool calls with their
+# arguments; real error lines; and the lines of tool outputs that name something. Lines are
+# quoted verbatim (a long one is cut at clause boundaries), so every identifier they name
+# survives as written. They are ranked by who said them (the user and the assistant over the
+# calls, the calls over tool output), then by how often their identifiers are mentioned, then
+# by recency (tool-output lines first by how informative they are: lines of rare words over
+# boilerplate that repeats), and taken in that order until the budget is spent; a line that
+# names only what is already kept waits for what is left at the end. The previous summary's
+# lines are candidates too, ranked by the label they carry ("user:", "called", "tool NAME:"),
+# older than everything new: a summary chains across compactions, and what was kept once is
+# evicted only by something more salient.
+
 MAX_LINE_CHARS = 300
+FACT_CHARS = 240  # a fact line longer than this is cut at clause boundaries
+REQUEST_CHARS = 400
 MIN_SUMMARY_TOKENS = 48
+DEFAULT_SUMMARY_TOKENS = 6000  # a request without max_tokens: the compaction default
+REQUEST_SHARE = 0.35  # of the budget: the newest requests ranked above everything else
+ERROR_SHARE, MAX_ERRORS = 0.1, 10
+THREAD_SHARE, MAX_THREADS, THREAD_CHARS = 0.1, 5, 200
+MAX_TOOLS_LISTED = 8
+
+_EXTENSIONS = (
+    "py|pyi|ipynb|js|mjs|cjs|ts|tsx|jsx|go|rs|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|scala|sql|yaml|yml|json|"
+    "toml|ini|cfg|conf|md|rst|txt|sh|bash|html|css|scss|xml|csv|tsv|lock|proto|tf|env|log|pdf|png|jpg|svg"
+)
+_UNITS = (
+    r"(?:%|(?:ms|us|ns|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?|weeks?|months?|years?|b|kb|mb|gb|tb|"
+    r"kib|mib|gib|tib|k|x|px|rps|qps|usd|eur|gbp|chf|tokens?|rows?|requests?|items?|bytes?|lines?|users?|"
+    r"cores?|workers?|retries|times)\b)"
+)
+_TOKEN = re.compile(
+    r"(?P<url>\bhttps?://[^\s<>\"'`)\]}]+)"
+    r"|(?P<path>(?<![\w/.-])(?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]+)"
+    r"|(?P<uuid>\b[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}\b)"
+    r"|(?P<ticket>\b[A-Z][A-Z0-9]{1,9}-\d+\b|(?<![\w&#])#\d+\b)"
+    r"|(?P<date>\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?(?:\.\d+)?Z?)?)"
+    r"|(?P<hash>\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b)"
+    rf"|(?P<file>\b[\w-]+\.(?:{_EXTENSIONS})\b)"
+    r"|(?P<dotted>\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\b)"
+    r"|(?P<code>\b_*[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b"  # snake_case, SCREAMING_CASE
+    r"|\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b"  # CamelCase
+    r"|\b[a-z]+[0-9]*(?:[A-Z][a-z0-9]*)+\b"  # mixedCase
+    r"|\b[A-Za-z_]\w{2,}(?=\())"  # called: name(
+    r"|(?P<version>\bv?\d+(?:\.\d+){2,}\b|\bv\d+(?:\.\d+)?\b)"
+    rf"|(?P<number>(?<![\w.])[$€£]?\d[\d,]*(?:\.\d+)?(?: ?{_UNITS})?)"
+)
+_CAPITALISED = re.compile(r"\b[A-Z][a-z]+(?:['\u2019-][A-Z]?[a-z]+)?\b")
+# Capitalised words that start sentences or are keywords, not names.
+_NOT_NAMES = frozenset(
+    "a an the this that these those it its i we you he she they my our your his her their if when while but and "
+    "or so then now next please let as in on at for from to with after before also here there what why how where "
+    "which who can could should would will do does did is are was were be been yes no not ok okay hi hello hey "
+    "thanks thank sure well great good fine done note true false none null decision reason error warning info "
+    "debug fixed found both each every all some any maybe perhaps only just first last still again back keep "
+    "keeping following compared start try check look make see use run".split()
+)
+_SENTENCE_START = ".!?:;\"'`(*#>|[{-\u2013\u2014\u2022"
+_WORD = re.compile(r"[a-z]{3,}")
+# Real errors: an exception or error type with its message, a traceback, a failed test or
+# command, a CLI's "error:" line; not every log line that merely has an ERROR level.
+_ERROR_LINE = re.compile(
+    r"\b[A-Z]\w*(?:Error|Exception|Fault)\b(?::|$)|^\s*(?:E\s+)?Traceback \(most recent call last\)"
+    r"|\bFAILED\b|^\s*(?:error|fatal|panic)(?:\[[\w-]+\])?:|\bpermission denied\b|\bno such file or directory\b"
+    r"|\bcommand not found\b|\bsegmentation fault\b|\bexit(?:ed)? (?:code|status) [1-9]\d*|\bnon-zero exit\b",
+    re.I,
+)
+_ERROR_TALK = re.compile(r"\b(?:error|exception|fail(?:s|ed|ing|ure)?|crash(?:es|ed)?|broken|bug)\b", re.I)
+_DECISION = re.compile(
+    r"\b(?:decided|decide|decision|we will|we'll|chose|choose|chosen|going with|go with|agreed|settled on|"
+    r"the plan is|instead of|switch(?:ed)? to|will use|must not|should not)\b",
+    re.I,
+)
+_FINDING = re.compile(
+    r"\b(?:because|caused by|root cause|the fix|fixed|resolved|turns out|found that|the problem|the issue|"
+    r"works now|confirmed|the reason)\b",
+    re.I,
+)
+_CLAUSE = re.compile(r"(?<=[;,])\s+|\s+(?=\(|--?\s)")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_COUNT_SUFFIX = re.compile(r"\s\(x(\d+)\)$")
+_COVERED = re.compile(r"^Covered so far: (\d+) messages \((\d+) user, (\d+) assistant, (\d+) tool results\)")
+_TOOL_COUNT = re.compile(r"([\w.:-]+) x(\d+)")
+
+REQUEST, FACT, ERROR, THREAD = "request", "fact", "error", "thread"
+TIER_REQUEST, TIER_TALK, TIER_CALL, TIER_TOOL = 4, 3, 2, 1
 
 
 def _clip(text: str, limit: int = MAX_LINE_CHARS) -> str:
@@ -40,87 +119,491 @@ def _clip(text: str, limit: int = MAX_LINE_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _first_sentence(text: str) -> str:
-    for sentence in _SENTENCE.split(text.strip()):
-        if sentence.strip():
-            return sentence.strip()
-    return ""
+def _sentence_start(text: str, at: int) -> bool:
+    before = text[:at].rstrip()
+    return not before or before[-1] in _SENTENCE_START or before[-1].isdigit()
 
 
-def _latest_tool_results(transcript: list[dict[str, Any]]) -> list[str]:
-    """Results of the last assistant tool-call batch: the state an agent is acting on."""
-    for index in range(len(transcript) - 1, -1, -1):
-        calls = transcript[index].get("tool_calls") or []
-        if calls:
-            names = {c["id"]: c.get("function", {}).get("name", "tool") for c in calls}
-            return [
-                f"{names.get(m.get('tool_call_id'), 'tool')}: {_clip(content_text(m.get('content')), 200)}"
-                for m in transcript[index + 1 :]
-                if m.get("role") == "tool" and m.get("tool_call_id") in names
-            ]
-    return []
+def _names(text: str, taken: list[tuple[int, int]]) -> list[str]:
+    """Proper names: a run of capitalised words (after any leading sentence word), or one
+    capitalised word where a sentence does not start."""
+    words = [m for m in _CAPITALISED.finditer(text) if not any(a <= m.start() < b for a, b in taken)]
+    runs: list[list[re.Match[str]]] = []
+    for match in words:
+        if runs and text[runs[-1][-1].end() : match.start()] == " ":
+            runs[-1].append(match)
+        else:
+            runs.append([match])
+    names = []
+    for run in runs:
+        while run and run[0].group().casefold() in _NOT_NAMES:
+            run = run[1:]
+        if len(run) >= 2 or (run and not _sentence_start(text, run[0].start())):
+            names.append(text[run[0].start() : run[-1].end()])
+    return names
+
+
+def _keep_token(kind: str, value: str) -> bool:
+    if kind == "path":
+        last = value.rsplit("/", 1)[-1]
+        return value.count("/") >= 2 or value[0] in "/~." or "." in last or "_" in value
+    if kind == "dotted":
+        return any(len(part) > 2 for part in value.split("."))
+    if kind == "number":
+        digits = sum(c.isdigit() for c in value)
+        return digits >= 3 or not value[-1].isdigit() or "." in value or value[0] in "$€£"
+    return True
+
+
+def identifiers(text: str) -> list[str]:
+    """What a line names, verbatim: URLs, paths, ids, dates, hashes, code names, versions,
+    numbers that carry information (3+ digits, a unit, a decimal or a currency), and proper names."""
+    found: list[str] = []
+    spans: list[tuple[int, int]] = []
+    for match in _TOKEN.finditer(text):
+        kind = match.lastgroup or ""
+        value = match.group().rstrip(".,;:!?'\"")
+        if value and _keep_token(kind, value):
+            found.append(value)
+        spans.append(match.span())
+    return found + _names(text, spans)
+
+
+def _words(text: str, ids: frozenset[str]) -> set[str]:
+    """The plain words of a line: what is left once its identifiers are taken out."""
+    for name in ids:
+        text = text.replace(name, " ")
+    return set(_WORD.findall(text.casefold()))
+
+
+@dataclass
+class _Candidate:
+    text: str
+    section: str
+    tier: int
+    position: float
+    ids: frozenset[str]
+    always: bool = False  # kept even if it names nothing new: a request, a decision, a finding
+    count: int = 1  # errors: how often this kind of error line was seen
+    score: float = 0.0  # how informative a tool-output line is
+    mentions: int = 0
+    tokens: int = -1
+
+    def rendered(self) -> str:
+        return self.text + (f" (x{self.count})" if self.count > 1 else "")
+
+
+_LABEL = re.compile(r"^(?:(?:user|assistant):\s|tool\s[\w.:-]+:\s|called\s[\w.:-]+\()")
+_ERROR_LABEL = re.compile(r"^[\w.:-]+:\s")  # the tool an error line came from
+
+
+def _candidate(text: str, section: str, tier: int, position: float, **kwargs: Any) -> _Candidate:
+    """A candidate line; what it names is read from its text after the label ("tool grep: ",
+    "called grep(": the tool's name is in the progress line, not a fact)."""
+    label = (_ERROR_LABEL if section == ERROR else _LABEL).match(text)
+    body = text[label.end() :] if label else text
+    return _Candidate(text, section, tier, position, frozenset(identifiers(body)), **kwargs)
+
+
+def _pieces(text: str, limit: int = FACT_CHARS) -> list[str]:
+    """A long line cut at clause boundaries into pieces of at most `limit` characters."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return [text] if text else []
+    pieces: list[str] = []
+    current = ""
+    for clause in _CLAUSE.split(text):
+        if current and len(current) + 1 + len(clause) > limit:
+            pieces.append(current)
+            current = ""
+        current = f"{current} {clause}".strip()
+        while len(current) > limit:
+            pieces.append(current[: limit - 1] + "…")
+            current = current[limit - 1 :]
+    if current:
+        pieces.append(current)
+    return pieces
+
+
+def _sentence_key(sentence: str) -> str:
+    return " ".join(sentence.casefold().split()).rstrip(".!?")
+
+
+@dataclass
+class _Previous:
+    goal: str = ""
+    latest: str = ""
+    covered: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
+    tools: Counter[str] = field(default_factory=Counter)
+    requests: list[str] = field(default_factory=list)
+    facts: list[str] = field(default_factory=list)
+    errors: list[tuple[str, int]] = field(default_factory=list)
+    threads: list[str] = field(default_factory=list)
+
+
+def _parse_previous(text: str) -> _Previous:
+    """The parts of an earlier summary (this backend's, or any model's: unknown lines are facts)."""
+    previous = _Previous()
+    section, in_errors = "summary", False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("[") and line.endswith("]") and len(line) < 60:
+            title = line[1:-1].casefold()
+            section = next(
+                (
+                    name
+                    for word, name in (("request", "requests"), ("fact", "facts"), ("thread", "threads"))
+                    if word in title
+                ),
+                "summary",
+            )
+            in_errors = False
+            continue
+        item = line[2:].strip() if line.startswith(("- ", "* ")) else line
+        if section == "requests":
+            previous.requests.append(item)
+        elif section == "threads":
+            previous.threads.append(item)
+        elif section == "facts":
+            previous.facts.append(item)
+        elif line.startswith("Goal:"):
+            previous.goal = line.removeprefix("Goal:").strip()
+        elif line.startswith("Latest:"):
+            previous.latest = line.removeprefix("Latest:").strip()
+        elif match := _COVERED.match(line):
+            previous.covered = [int(g) for g in match.groups()]
+            tools = line.partition("tools used:")[2]
+            previous.tools.update({name: int(n) for name, n in _TOOL_COUNT.findall(tools)})
+        elif line.rstrip(":").casefold() == "errors seen":
+            in_errors = True
+        elif in_errors and line.startswith("- "):
+            count = _COUNT_SUFFIX.search(item)
+            previous.errors.append((_COUNT_SUFFIX.sub("", item), int(count.group(1)) if count else 1))
+        else:
+            in_errors = False
+            previous.facts.append(item)
+    return previous
+
+
+def _fact_tier(line: str) -> int:
+    """A carried fact keeps the rank of who said it: its label."""
+    if line.startswith("called "):
+        return TIER_CALL
+    if line.startswith("tool "):
+        return TIER_TOOL
+    return TIER_TALK  # "user:", "assistant:", or a line another summarizer wrote
+
+
+def _call_line(function: dict[str, Any]) -> str:
+    name = str(function.get("name") or "tool")
+    raw = function.get("arguments")
+    try:
+        arguments = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        arguments = raw
+    if isinstance(arguments, dict):
+        shown = ", ".join(
+            f"{key}={_clip(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False), 120)}"
+            for key, value in arguments.items()
+        )
+    else:
+        shown = _clip(str(arguments or ""), 160)
+    return f"called {name}({shown})"
+
+
+def _error_shape(text: str) -> str:
+    return re.sub(r"\d+", "#", _TOKEN.sub("<>", text.casefold()))
+
+
+class _Summarizer:
+    def __init__(self, transcript: list[dict[str, Any]], previous: _Previous) -> None:
+        self.previous = previous
+        self.candidates: list[_Candidate] = []
+        self.by_text: dict[str, _Candidate] = {}
+        self.mentions: Counter[str] = Counter()
+        self.document_words: dict[float, set[str]] = {}  # message (position) -> its words
+        self.errors: dict[str, _Candidate] = {}
+        self.seen_sentences: set[str] = set()
+        self.requests: list[_Candidate] = []
+        self.goal_request: _Candidate | None = None
+        self.goal = previous.goal
+        self.latest = ""
+        self.covered = list(previous.covered)
+        self.tools: Counter[str] = Counter(previous.tools)
+        self._carry(previous)
+        self._read(transcript)
+
+    # --- candidates ---
+
+    def _add(self, candidate: _Candidate) -> None:
+        """A candidate, once: a line said again moves to where it was said last. Every
+        occurrence counts: the mentions of what it names, the messages its words are in."""
+        self._count(candidate)
+        key = " ".join(candidate.text.casefold().split())
+        known = self.by_text.get(key)
+        if known is None:
+            self.by_text[key] = candidate
+            self.candidates.append(candidate)
+        else:
+            known.position = max(known.position, candidate.position)
+            known.always = known.always or candidate.always
+
+    def _count(self, candidate: _Candidate) -> None:
+        self.mentions.update(candidate.ids)
+        self.document_words.setdefault(candidate.position, set()).update(
+            _words(_LABEL.sub("", candidate.text), candidate.ids)
+        )
+
+    def _error(self, text: str, position: float, count: int = 1) -> None:
+        text = _clip(text, FACT_CHARS)
+        shape = _error_shape(text)
+        known = self.errors.get(shape)
+        if known is not None:  # the latest of its kind stands for all of them
+            count += known.count
+        self.errors[shape] = _candidate(text, ERROR, TIER_CALL, position, count=count)
+        self._count(self.errors[shape])
+
+    def _request(self, text: str, position: float) -> None:
+        fresh = []
+        for sentence in _SENTENCE.split(text):
+            key = _sentence_key(sentence)
+            if key and key not in self.seen_sentences:
+                self.seen_sentences.add(key)
+                fresh.append(sentence.strip())
+        if not fresh:
+            return
+        joined = " ".join(fresh)
+        shown = _clip(joined, REQUEST_CHARS)
+        if not self.goal:
+            self.goal = _clip(joined, MAX_LINE_CHARS)
+        self.requests.append(_candidate(shown, REQUEST, TIER_REQUEST, position, always=True))
+        if len(self.requests) == 1:
+            self.goal_request = self.requests[0]
+        if shown != " ".join(joined.split()):  # cut: what did not fit is still said by the user
+            for piece in _pieces(joined)[1:]:
+                self._add(_candidate(f"user: {piece}", FACT, TIER_TALK, position))
+
+    def _carry(self, previous: _Previous) -> None:
+        items: list[tuple[str, str]] = [
+            *((REQUEST, r) for r in previous.requests),
+            *((FACT, f) for f in previous.facts),
+            *((THREAD, t) for t in previous.threads),
+        ]
+        start = -len(items) - len(previous.errors) - 2
+        if previous.latest:  # what the assistant said last then: its sentences, like any of its words
+            self._talk(previous.latest, start - 1)
+        for offset, (section, text) in enumerate(items):
+            position = start + offset
+            if section == REQUEST:
+                self._request(text, position)
+            elif section == THREAD:  # no longer the latest results: a tool line like any other
+                self._add(_candidate(text, FACT, TIER_TOOL, position))
+            else:
+                tier = _fact_tier(text)
+                self._add(_candidate(text, FACT, tier, position, always=tier == TIER_TALK))
+        for offset, (text, count) in enumerate(previous.errors):
+            self._error(text, start + len(items) + offset, count)
+
+    def _read(self, transcript: list[dict[str, Any]]) -> None:
+        call_names: dict[str, str] = {}
+        for position, message in enumerate(transcript):
+            role = message.get("role")
+            text = content_text(message.get("content"))
+            self.covered[0] += 1
+            if role == "user":
+                self.covered[1] += 1
+                self._request(text, position)
+            elif role == "assistant":
+                self.covered[2] += 1
+                if text.strip():
+                    self.latest = text
+                self._talk(text, position)
+                for call in message.get("tool_calls") or []:
+                    function = call.get("function") or {}
+                    name = str(function.get("name") or "tool")
+                    call_names[str(call.get("id"))] = name
+                    self.tools[name] += 1
+                    line = _call_line(function)
+                    for piece in _pieces(line):
+                        candidate = _candidate(piece, FACT, TIER_CALL, position)
+                        if candidate.ids:
+                            self._add(candidate)
+            elif role == "tool":
+                self.covered[3] += 1
+                name = str(message.get("name") or call_names.get(str(message.get("tool_call_id")), "tool"))
+                self._tool_output(name, text, position)
+            else:  # system or another role: read as what the assistant was told
+                self._talk(text, position)
+
+    def _talk(self, text: str, position: float) -> None:
+        for sentence in _SENTENCE.split(text):
+            cue = bool(_DECISION.search(sentence) or _FINDING.search(sentence))
+            for piece in _pieces(sentence):
+                candidate = _candidate(f"assistant: {piece}", FACT, TIER_TALK, position, always=cue)
+                if candidate.ids or cue:
+                    self._add(candidate)
+
+    def _tool_output(self, name: str, text: str, position: float) -> None:
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            if _ERROR_LINE.search(line):
+                self._error(f"{name}: {line.strip()}", position)
+                continue
+            for piece in _pieces(line):
+                candidate = _candidate(f"tool {name}: {piece}", FACT, TIER_TOOL, position)
+                if candidate.ids:
+                    self._add(candidate)
+
+    # --- ranking and the budget ---
+
+    def _rank(self) -> list[_Candidate]:
+        candidates = [*self.candidates, *self.errors.values()]
+        frequency: Counter[str] = Counter()
+        for words in self.document_words.values():
+            frequency.update(words)
+        documents = max(len(self.document_words), 1)
+        for candidate in candidates:
+            candidate.mentions = max((self.mentions[i] for i in candidate.ids), default=0)
+            if candidate.tier == TIER_TOOL:
+                # How informative: the mean inverse document frequency (over the messages) of
+                # its three rarest words. Boilerplate a tool prints every time scores low.
+                words = _words(_LABEL.sub("", candidate.text), candidate.ids)
+                rarest = sorted((math.log(documents / frequency[w]) for w in words if frequency[w]), reverse=True)
+                candidate.score = round(sum(rarest[:3]) / 3, 1)
+
+        def key(c: _Candidate) -> tuple[float, ...]:
+            if c.tier == TIER_TOOL:
+                return (c.tier, c.score, c.mentions, c.position)
+            return (c.tier, c.mentions, c.position)
+
+        return sorted(candidates, key=key, reverse=True)
+
+    def select(self, budget: int) -> tuple[list[_Candidate], int]:
+        """The candidates kept within `budget` tokens, and the tokens they take."""
+        requests = sorted(self.requests, key=lambda c: c.position, reverse=True)
+        used = 0
+        for request in requests:  # the newest requests first, up to their share
+            request.tokens = tokens.count_text(request.rendered()) + 2
+            used += request.tokens
+            if used > budget * REQUEST_SHARE and request is not requests[0] and request is not self.goal_request:
+                request.tier = TIER_TALK
+        ranked = sorted(
+            [r for r in requests if r.tier == TIER_REQUEST], key=lambda c: c.position, reverse=True
+        ) + self._rank_with([r for r in requests if r.tier != TIER_REQUEST])
+        kept: list[_Candidate] = []
+        covered: set[str] = set()
+        deferred: list[_Candidate] = []
+        spent = {ERROR: 0, THREAD: 0}
+        limits = {ERROR: (budget * ERROR_SHARE, MAX_ERRORS), THREAD: (budget * THREAD_SHARE, MAX_THREADS)}
+        counts = {ERROR: 0, THREAD: 0}
+        left = budget
+        for candidate in ranked:
+            if left < 8:
+                break
+            if not candidate.always and candidate.section == FACT and not candidate.ids - covered:
+                if candidate.tier >= TIER_TALK:
+                    deferred.append(candidate)
+                continue
+            if candidate.tokens < 0:
+                candidate.tokens = tokens.count_text(candidate.rendered()) + 2
+            if candidate.tokens > left:
+                continue
+            if candidate.section in spent:
+                share, most = limits[candidate.section]
+                if counts[candidate.section] >= most or spent[candidate.section] + candidate.tokens > share:
+                    continue
+                spent[candidate.section] += candidate.tokens
+                counts[candidate.section] += 1
+            kept.append(candidate)
+            covered |= candidate.ids
+            left -= candidate.tokens
+        for candidate in deferred:
+            if left < 8:
+                break
+            if candidate.tokens < 0:
+                candidate.tokens = tokens.count_text(candidate.rendered()) + 2
+            if candidate.tokens <= left:
+                kept.append(candidate)
+                left -= candidate.tokens
+        return kept, budget - left
+
+    def _rank_with(self, extra: list[_Candidate]) -> list[_Candidate]:
+        self.candidates.extend(extra)
+        return self._rank()
+
+    def threads(self, transcript: list[dict[str, Any]]) -> None:
+        """The results of the last tool-call batch: the state the agent is acting on."""
+        for index in range(len(transcript) - 1, -1, -1):
+            calls = transcript[index].get("tool_calls") or []
+            if not calls:
+                continue
+            names = {c.get("id"): (c.get("function") or {}).get("name", "tool") for c in calls}
+            for message in transcript[index + 1 :]:
+                if message.get("role") == "tool" and message.get("tool_call_id") in names:
+                    text = _clip(content_text(message.get("content")), THREAD_CHARS)
+                    line = f"tool {names[message.get('tool_call_id')]}: {text}"
+                    self._add(_candidate(line, THREAD, TIER_CALL, len(transcript) + index, always=True))
+            return
+
+    def narrative(self) -> list[str]:
+        total, users, assistants, results = self.covered
+        tools = ", ".join(f"{name} x{n}" for name, n in self.tools.most_common(MAX_TOOLS_LISTED))
+        lines = []
+        if self.goal:
+            lines.append(f"Goal: {_clip(self.goal)}")
+        lines.append(
+            f"Covered so far: {total} messages ({users} user, {assistants} assistant, {results} tool results)"
+            + (f"; tools used: {tools}" if tools else "")
+            + "."
+        )
+        latest = _clip(self.latest) if self.latest.strip() else self.previous.latest
+        if latest:
+            lines.append(f"Latest: {latest}")
+        return lines
+
+
+def summarize(
+    transcript: list[dict[str, Any]], *, max_tokens: int, previous_summary: str | None = None
+) -> dict[str, Any]:
+    """The summary's parts as the compaction prompt asks for them (without `keep_images`):
+    `user_request_summary` (every request, deduplicated, the newest kept first when they do not
+    all fit), `summary` (goal, progress, the latest statement, the errors seen), `salient_facts`
+    (verbatim lines, chronological) and `open_threads` (the last tool results), together
+    within `max_tokens`."""
+    summarizer = _Summarizer(transcript, _parse_previous(previous_summary or ""))
+    summarizer.threads(transcript)
+    narrative = summarizer.narrative()
+    fixed = tokens.count_text("\n".join(narrative)) + 4
+    kept, _ = summarizer.select(max(max_tokens - fixed, 0))
+
+    def of(section: str) -> list[str]:
+        return [c.rendered() for c in sorted((c for c in kept if c.section == section), key=lambda c: c.position)]
+
+    requests = of(REQUEST)
+    errors = of(ERROR)
+    summary = "\n".join([*narrative, *(["Errors seen:", *(f"- {e}" for e in errors)] if errors else [])])
+    answer = {
+        "user_request_summary": requests[0] if len(requests) == 1 else "\n".join(f"- {r}" for r in requests),
+        "summary": summary,
+        "salient_facts": of(FACT),
+        "open_threads": of(THREAD),
+    }
+    return answer
 
 
 def summarize_transcript(transcript: list[dict[str, Any]], *, max_tokens: int) -> str:
-    user_texts = [content_text(m.get("content")) for m in transcript if m.get("role") == "user"]
-    events: list[str] = []
-    errors: list[str] = []
-    identifiers: dict[str, None] = {}
-    for message in transcript:
-        text = content_text(message.get("content"))
-        for call in message.get("tool_calls") or []:
-            function = call.get("function", {})
-            events.append(f"assistant called {function.get('name')}({_clip(str(function.get('arguments', '')), 120)})")
-        if message.get("role") in ("user", "assistant") and text.strip():
-            events.append(f"{message['role']}: {_clip(_first_sentence(text), 200)}")
-        for sentence in _SENTENCE.split(text):
-            if _ERROR.search(sentence):
-                errors.append(_clip(sentence, 200))
-        for match in _IDENTIFIER.findall(text):
-            identifiers.setdefault(match, None)
-
-    identifier_list = list(identifiers)[:60]
-    sections = {
-        # The latest request travels beside the summary as `user_request_summary`.
-        "Goal": [_clip(user_texts[0])] if user_texts else [],
-        "What happened": events[-30:],
-        "Identifiers": identifier_list,
-        "Errors and fixes": errors[-10:],
-        "Open tool results": _latest_tool_results(transcript),
-    }
-    return _fit(sections, max_tokens)
+    """The summary of `transcript` as one text (requests, summary, facts, threads)."""
+    return render(summarize(transcript, max_tokens=max_tokens))
 
 
-# When over budget, items go from these sections first, oldest first; the goal is never
-# dropped.
-_DROP_ORDER = ("What happened", "Identifiers", "Errors and fixes", "Open tool results")
-
-
-def _render(sections: dict[str, list[str]]) -> str:
-    lines: list[str] = []
-    for title, items in sections.items():
-        if not items:
-            continue
-        lines.append(f"## {title}")
-        if title == "Identifiers":
-            lines.append("- " + ", ".join(items))
-        else:
-            lines.extend(f"- {item}" for item in items)
-    return "\n".join(lines)
-
-
-def _fit(sections: dict[str, list[str]], max_tokens: int) -> str:
-    text = _render(sections)
-    for title in _DROP_ORDER:
-        while sections[title] and tokens.count_text(text) > max_tokens:
-            del sections[title][0]
-            text = _render(sections)
-    return text
-
-
-def _last_user(transcript: list[dict[str, Any]]) -> Any:
-    users = [m.get("content") for m in transcript if m.get("role") == "user"]
-    return users[-1] if users else ""
+def render(answer: dict[str, Any]) -> str:
+    parts = [answer["user_request_summary"], answer["summary"]]
+    parts += [f"- {fact}" for fact in answer["salient_facts"]]
+    parts += [f"- {thread}" for thread in answer["open_threads"]]
+    return "\n".join(p for p in parts if p)
 
 
 # --- Facts: a few sentence patterns, first match wins -----------------------------------------
@@ -252,25 +735,18 @@ class ExtractiveBackend:
     def complete(self, request: ChatRequest) -> LLMResult:
         if request.purpose == "summarize":
             transcript = request.metadata.get("transcript") or []
-            previous = request.metadata.get("previous_summary")
-            if previous:
-                transcript = [{"role": "assistant", "content": previous}, *transcript]
-            # An extract as long as its source saves nothing: it gets a third of the source's
-            # tokens (the compaction refuses a summary that does not shrink the context).
-            source_tokens = sum(tokens.count_text(content_text(m.get("content"))) for m in transcript)
-            budget = min(request.max_tokens or 6000, max(source_tokens // 3, MIN_SUMMARY_TOKENS))
-            text = summarize_transcript(transcript, max_tokens=budget)
-            answer = {
-                "user_request_summary": _clip(content_text(_last_user(transcript))),
-                "summary": text,
-                "salient_facts": [],
-                "open_threads": [],
-                # Without a model to judge, keep the most recent images (the caller caps them).
-                "keep_images": [
-                    {"image_id": i, "context": "image from the conversation"}
-                    for i in request.metadata.get("image_ids", [])
-                ],
-            }
+            previous = request.metadata.get("previous_summary") or ""
+            # An extract as long as its source saves nothing: it gets at most a third of the
+            # source's tokens (the compaction refuses a summary that does not shrink the context).
+            source_tokens = tokens.count_text(previous) + sum(
+                tokens.count_text(content_text(m.get("content"))) for m in transcript
+            )
+            budget = min(request.max_tokens or DEFAULT_SUMMARY_TOKENS, max(source_tokens // 3, MIN_SUMMARY_TOKENS))
+            answer = summarize(transcript, max_tokens=budget, previous_summary=previous)
+            # Without a model to judge, keep the most recent images (the caller caps them).
+            answer["keep_images"] = [
+                {"image_id": i, "context": "image from the conversation"} for i in request.metadata.get("image_ids", [])
+            ]
             return LLMResult(text=json.dumps(answer, ensure_ascii=False), backend=self.name, model=self.model)
         if request.purpose == "extract_facts":
             answer = {"facts": extract_facts(request.metadata.get("lines") or [])}

@@ -97,6 +97,12 @@ def fill_session(
             "send_to": "User",
         },
         {"role": "user", "content": f"Please remember {c} for later.", "images": [PNG_DATA_URL]},
+        # Long enough that a summary is shorter than what it stands for (else a compaction fails).
+        *[
+            {"role": role, "content": f"{role} notes on the trip {i}: " + "the museum opens at nine " * 30}
+            for i in range(4)
+            for role in ("user", "assistant")
+        ],
         {"role": "assistant", "content": f"Noted: {c}."},
     ]
     _ok(client.post(f"{base}/messages/", {"messages": messages}, format="json"))
@@ -169,7 +175,8 @@ def fill_session(
     # A compaction done by the offline (extractive) backend: its summary quotes the messages.
     settings.LLM_BASE_URL = ""
     run = _ok(client.post(f"{base}/compact/"), 202)
-    assert compaction.compaction_execute(run_id=run["id"]) == "done"
+    outcome = compaction.compaction_execute(run_id=run["id"])
+    assert outcome == "done", (outcome, CompactionRun.objects.get(pk=run["id"]).error)
     assert CompactionRun.objects.get(pk=run["id"]).status == "done"
 
     # Facts: an offline extraction over the messages, one by hand, and a quarantined LLM run.

@@ -41,8 +41,13 @@ def world(tenant: Tenant, settings) -> World:
     ).json()
     api.post(
         f"/api/v1/sessions/{session_id}/messages/",
-        {"messages": [{"role": "assistant", "content": "hi"}, {"role": "user", "content": "and?"},
-                      {"role": "assistant", "content": "done"}]},
+        {
+            "messages": [
+                {"role": "assistant", "content": "hi"},
+                {"role": "user", "content": "and?"},
+                {"role": "assistant", "content": "done"},
+            ]
+        },
         format="json",
     )
     run = CompactionRun.objects.create(

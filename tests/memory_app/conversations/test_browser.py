@@ -260,6 +260,10 @@ def compacted(transactional_db, job_outbox) -> dict[str, str]:
         session=session, messages=[{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
     )
     stuck = services.session_create(team=other, external_id="lit-review-7", memory_type=MemoryType.MANAGED_CONVERSATION)
+    for question, answer in TRIP[:2]:  # something to compact when the operator retries
+        services.message_append(
+            session=stuck, messages=[{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+        )
     CompactionRun.objects.create(
         team=other,
         session=stuck,
@@ -272,6 +276,10 @@ def compacted(transactional_db, job_outbox) -> dict[str, str]:
     waiting = services.session_create(
         team=other, external_id="lit-review-8", memory_type=MemoryType.MANAGED_CONVERSATION
     )
+    for question, answer in TRIP[:2]:
+        services.message_append(
+            session=waiting, messages=[{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+        )
     CompactionRun.objects.filter(pk=compaction.compaction_request(session=waiting, trigger="threshold")[0].pk).update(
         created_at=timezone.now() - timedelta(minutes=3, seconds=20)
     )
