@@ -193,13 +193,25 @@ def _call_ids(calls: Any) -> tuple[str, ...]:
     return tuple(str(call.get("id")) for call in calls or [] if isinstance(call, dict))
 
 
+def _recent_runs(session: Session) -> list[CompactionRun]:
+    return list(CompactionRun.objects.filter(session=session).order_by("-created_at")[:8])
+
+
 def auto_compaction_hold(session: Session) -> str | None:
     """Why an automatic compaction is not queued now although the session is over its
     threshold (None: it may be queued, or one is already pending or running)."""
-    runs = list(CompactionRun.objects.filter(session=session).order_by("-created_at")[:8])
-    held = CompactionRun.objects.filter(
-        session=session, status=Status.REVERTED, hold_until_tokens__gt=session.history_tokens
-    ).first()
+    return _hold(session, _recent_runs(session))
+
+
+def _hold(session: Session, runs: list[CompactionRun]) -> str | None:
+    held = next(
+        (
+            run
+            for run in runs
+            if run.status == Status.REVERTED and (run.hold_until_tokens or 0) > session.history_tokens
+        ),
+        None,
+    )
     if held is not None and held.hold_until_tokens is not None:
         more = held.hold_until_tokens - session.history_tokens
         return f"paused after a revert until {more} more tokens of new messages (or Compact now)"
@@ -222,8 +234,12 @@ def auto_compaction_hold(session: Session) -> str | None:
 
 def compaction_request_if_due(*, session: Session) -> CompactionRun | None:
     """Queue an automatic (threshold) compaction unless one is active, a revert holds it, or
-    the latest runs made no progress (not until the session changes, then with a back-off)."""
-    if auto_compaction_hold(session) is not None:
+    the latest runs made no progress (not until the session changes, then with a back-off).
+    One query when a run is already pending or running (every append over the threshold asks)."""
+    runs = _recent_runs(session)
+    if runs and runs[0].status in CompactionRun.ACTIVE:
+        return runs[0]
+    if _hold(session, runs) is not None:
         return None
     run, _ = _queue(session, CompactionRun.Trigger.THRESHOLD)
     return run
