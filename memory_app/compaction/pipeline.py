@@ -241,25 +241,31 @@ def pack(
     candidates: Sequence[int] | None = None,
     newest_always: bool = True,
 ) -> list[int]:
-    """The newest whole units within `budget`, oldest first; the grace rounds always kept.
+    """The newest whole units within `budget`, oldest first; the grace rounds always kept, and
+    the summary in front (items without a seq) too.
 
     Unlike the reference library, which skips a unit that does not fit and keeps filling the
     budget with older ones, packing stops at the first unit that does not fit: the served
     window stays one contiguous stretch of the conversation, so no message is served without
-    what led to it.
+    what led to it. And it never drops the summary to make room for raw messages: the summary
+    is what stands for everything before them.
     """
     order = list(candidates) if candidates is not None else list(range(len(items)))
     if not order:
         return []
     sub = [items[index] for index in order]
+    head_end = 0
+    while head_end < len(sub) and sub[head_end].seq is None:
+        head_end += 1
     protected = len(sub) if grace_rounds is None else protected_tail_start([i.role for i in sub], grace_rounds)
     while 0 < protected < len(sub) and sub[protected].role == "tool":
         start = unit_start(sub, protected)
         protected = start if start < protected else protected - 1
+    protected = max(protected, head_end)
     kept = list(range(protected, len(sub)))
-    used = sum(cost(sub[p], order[p] in truncated) for p in kept)
+    used = sum(cost(sub[p], order[p] in truncated) for p in [*range(head_end), *kept])
     end = protected - 1
-    while end >= 0:
+    while end >= head_end:
         start = unit_start(sub, end)
         unit = range(start, end + 1)
         unit_cost = sum(cost(sub[p], order[p] in truncated) for p in unit)
@@ -270,7 +276,7 @@ def pack(
         kept[:0] = list(unit)
         used += unit_cost
         end = start - 1
-    return [order[p] for p in complete_turns(sub, kept)]
+    return [order[p] for p in complete_turns(sub, [*range(head_end), *kept])]
 
 
 def backward_packing(

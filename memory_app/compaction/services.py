@@ -394,15 +394,16 @@ def _summarize(run: CompactionRun, plan: Plan, config: memory_config.ManagedMemo
     kept_urls = set(_image_urls(instruction)) if instruction else set()
     images = [ref for ref in summary_prompt.collect_images(plan.prefix) if ref.url not in kept_urls]
     previous_text = _summary_text(plan.previous)
+    budget = summary_budget(config)
     request = ChatRequest(
         messages=summary_prompt.build_prompt(
             previous_summary=previous_text,
             transcript=summary_prompt.transcript_for_prompt(plan.prefix, images),
-            output_max_tokens=summarization.output_max_tokens,
+            output_max_tokens=budget,
             images=images if summarization.include_image_payload_bytes else None,
         ),
         purpose="summarize",
-        max_tokens=summarization.output_max_tokens,
+        max_tokens=budget,
         json_object=True,
         metadata={
             "transcript": plan.prefix,
@@ -427,14 +428,14 @@ def _summarize(run: CompactionRun, plan: Plan, config: memory_config.ManagedMemo
             raise LLMPermanentError(f"unusable summary: {exc}") from exc
         data, prose = summary_prompt.prose_summary(text), True
     max_images = summarization.max_retained_images
-    budget = None
+    byte_budget = None
     if run.trigger == CompactionRun.Trigger.PAYLOAD_ERROR:
         max_images = 5 if max_images is None else max_images
-        budget = int(settings.LLM_PAYLOAD_LIMIT_BYTES * 0.5)
+        byte_budget = int(settings.LLM_PAYLOAD_LIMIT_BYTES * 0.5)
     if max_images is not None:
         # The instruction's images count toward the cap: it is served with the summary.
         max_images = max(max_images - len(kept_urls), 0)
-    kept = summary_prompt.choose_images(data["keep_images"], images, max_count=max_images, byte_budget=budget)
+    kept = summary_prompt.choose_images(data["keep_images"], images, max_count=max_images, byte_budget=byte_budget)
     summary = summary_prompt.summary_messages(data, kept, model=result.model)
     head: list[dict[str, Any]] = []
     if instruction is not None:
@@ -443,6 +444,13 @@ def _summarize(run: CompactionRun, plan: Plan, config: memory_config.ManagedMemo
     # Counted once here and stored, so building the context never re-tokenises a summary.
     messages = [dict(m, token_count=_count(to_openai_message(m))) for m in [*head, *summary]]
     return Summary(messages=messages, result=result, prose=prose)
+
+
+def summary_budget(config: memory_config.ManagedMemoryConfig) -> int:
+    """`output_max_tokens`, but never more than half of what a compaction aims for: a summary
+    that fills the target would leave the next append over the threshold again."""
+    half_target = max(config.compaction_target_tokens // 2, 16)
+    return min(config.active_context.summarization.output_max_tokens, half_target)
 
 
 def _summary_text(run: CompactionRun | None) -> str | None:

@@ -1,15 +1,19 @@
 """The offline backend: no model, deterministic extraction from the structured input.
 
 Callers pass what they are asking about in `ChatRequest.metadata` (for a summary, the
-`transcript` of messages; for facts, the `lines` of the conversation) alongside the prompt an
-LLM would get; this backend ignores the prompt. A summary extracts the latest user request,
-key sentences, identifiers kept verbatim, errors, and the results of the most recent tool
-calls; facts come from a few sentence patterns ("X lives in Y", "my name is X", ...); an
-experience selection picks the candidates whose `when` the query and context match (BM25).
+`transcript` of messages and the `previous_summary`; for facts, the `lines` of the
+conversation) alongside the prompt an LLM would get; this backend reads the prompt only for
+the budget it states. A summary is an extractive one: the user's requests, and the salient
+lines of the transcript and of the previous summary quoted verbatim (identifiers, decisions,
+findings, real errors, the latest tool results), ranked and fitted to the budget the request
+gives (see "Summaries" below); facts come from a few sentence patterns ("X lives in Y", "my
+name is X", ...); an experience selection picks the candidates whose `when` the query and
+context match (BM25).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -26,27 +30,35 @@ from memory_app.llm.relevance import DEFAULT_RELEVANCE_THRESHOLD, rank_by_releva
 # --- Summaries: salient lines, quoted verbatim, ranked, within the budget ---------------------
 #
 # A summary is built from candidate lines: every user request; the assistant's sentences that
-# name something (an identifier) or state a decision or a finding; the tool calls with their
-# arguments; real error lines; and the lines of tool outputs that name something. Lines are
-# quoted verbatim (a long one is cut at clause boundaries), so every identifier they name
-# survives as written. They are ranked by who said them (the user and the assistant over the
-# calls, the calls over tool output), then by how often their identifiers are mentioned, then
-# by recency (tool-output lines first by how informative they are: lines of rare words over
-# boilerplate that repeats), and taken in that order until the budget is spent; a line that
-# names only what is already kept waits for what is left at the end. The previous summary's
-# lines are candidates too, ranked by the label they carry ("user:", "called", "tool NAME:"),
-# older than everything new: a summary chains across compactions, and what was kept once is
-# evicted only by something more salient.
+# name something (an identifier: a path, URL, ticket id, hash, version, number with a unit,
+# code name or proper name) or state a decision or a finding; the tool calls with their
+# arguments; real error lines (one per kind, counted); and the lines of tool outputs that name
+# something. Lines are quoted verbatim (a long one is cut at clause boundaries), so every
+# identifier they name survives as written. They are ranked by who said them (the user's
+# requests, then what the user and the assistant say, then the calls, errors and latest
+# results, then tool output), within that by how often their identifiers are mentioned and how
+# recent they are (tool-output lines first by how informative they are: rare words over
+# boilerplate a tool prints every time). Each rank is taken in turn: first every line that fits
+# in its short form (its clauses that name something), then, most salient first, whole; a line
+# that names only what is already kept waits for what is left at the end. So the budget the
+# request gives is filled, and when it is short the least salient lines go first and the older
+# ones get terse before anything named is lost. The previous summary's lines are candidates
+# too, ranked by the label they carry ("user:", "assistant:", "called", "tool NAME:") and older
+# than everything new: a summary chains across compactions, and what one kept is evicted only
+# by something more salient.
 
 MAX_LINE_CHARS = 300
 FACT_CHARS = 240  # a fact line longer than this is cut at clause boundaries
+SHORT_CHARS = 120  # a fact's short form when it names nothing
 REQUEST_CHARS = 400
 MIN_SUMMARY_TOKENS = 48
 DEFAULT_SUMMARY_TOKENS = 6000  # a request without max_tokens: the compaction default
+NARRATIVE_SHARE = 1 / 3  # goal, progress, latest statement
 REQUEST_SHARE = 0.35  # of the budget: the newest requests ranked above everything else
 ERROR_SHARE, MAX_ERRORS = 0.1, 10
 THREAD_SHARE, MAX_THREADS, THREAD_CHARS = 0.1, 5, 200
 MAX_TOOLS_LISTED = 8
+MIN_SECTION_TOKENS = 40  # the errors and open threads get at least this much of a small budget
 
 _EXTENSIONS = (
     "py|pyi|ipynb|js|mjs|cjs|ts|tsx|jsx|go|rs|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|scala|sql|yaml|yml|json|"
@@ -88,12 +100,12 @@ _WORD = re.compile(r"[a-z]{3,}")
 # Real errors: an exception or error type with its message, a traceback, a failed test or
 # command, a CLI's "error:" line; not every log line that merely has an ERROR level.
 _ERROR_LINE = re.compile(
-    r"\b[A-Z]\w*(?:Error|Exception|Fault)\b(?::|$)|^\s*(?:E\s+)?Traceback \(most recent call last\)"
-    r"|\bFAILED\b|^\s*(?:error|fatal|panic)(?:\[[\w-]+\])?:|\bpermission denied\b|\bno such file or directory\b"
-    r"|\bcommand not found\b|\bsegmentation fault\b|\bexit(?:ed)? (?:code|status) [1-9]\d*|\bnon-zero exit\b",
-    re.I,
+    r"\b[A-Z]\w*(?:Error|Exception|Fault)\b(?::|$)|^\s*Traceback \(most recent call last\)|\bFAILED\b"
+    r"|\b[1-9]\d* failed\b|(?i:^\s*(?:error|fatal|panic)(?:\[[\w-]+\])?:|\bpermission denied\b|\bcommand not found\b"
+    r"|\bno such file or directory\b|\bsegmentation fault\b|\bexit(?:ed)? (?:code|status) [1-9]\d*|\bnon-zero exit\b)"
 )
-_ERROR_TALK = re.compile(r"\b(?:error|exception|fail(?:s|ed|ing|ure)?|crash(?:es|ed)?|broken|bug)\b", re.I)
+_FENCE = re.compile(r"^\s*(?:```|~~~)")
+MAX_PROSE_LINES = 20  # a message with more lines than this is pasted material after its first lines
 _DECISION = re.compile(
     r"\b(?:decided|decide|decision|we will|we'll|chose|choose|chosen|going with|go with|agreed|settled on|"
     r"the plan is|instead of|switch(?:ed)? to|will use|must not|should not)\b",
@@ -105,7 +117,9 @@ _FINDING = re.compile(
     re.I,
 )
 _CLAUSE = re.compile(r"(?<=[;,])\s+|\s+(?=\(|--?\s)")
+_SHORT_CLAUSE = re.compile(r"(?<=[;,:.!?])\s+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_HEADING = re.compile(r"^(?:#{1,6}\s+(.+?)|([A-Z][\w ]{0,40}):)\s*$")
 _COUNT_SUFFIX = re.compile(r"\s\(x(\d+)\)$")
 _COVERED = re.compile(r"^Covered so far: (\d+) messages \((\d+) user, (\d+) assistant, (\d+) tool results\)")
 _TOOL_COUNT = re.compile(r"([\w.:-]+) x(\d+)")
@@ -187,13 +201,38 @@ class _Candidate:
     count: int = 1  # errors: how often this kind of error line was seen
     score: float = 0.0  # how informative a tool-output line is
     mentions: int = 0
-    tokens: int = -1
+    shortened: bool = False  # kept in its short form: the budget had no room for the whole line
+    _short: str | None = None
+    _costs: dict[bool, int] = field(default_factory=dict)
 
     def rendered(self) -> str:
-        return self.text + (f" (x{self.count})" if self.count > 1 else "")
+        text = self.short_form() if self.shortened else self.text
+        return text + (f" (x{self.count})" if self.count > 1 else "")
+
+    def short_form(self) -> str:
+        """The line cut to its clauses that name something (its label kept): what a fact
+        becomes when the budget is short. A line that names nothing is clipped."""
+        if self._short is None:
+            label = _LABEL.match(self.text)
+            head, body = (self.text[: label.end()], self.text[label.end() :]) if label else ("", self.text)
+            parts = _SHORT_CLAUSE.split(body)
+            clauses = [c for c in parts if any(i in c for i in self.ids)]
+            if clauses and parts[0] not in clauses and parts[0].endswith(":") and len(parts[0]) <= 20:
+                clauses.insert(0, parts[0])  # what kind of statement it is: "Decision:", "Root cause:"
+            short = head + " … ".join(clauses) if clauses else _clip(self.text, SHORT_CHARS)
+            self._short = short if len(short) < len(self.text) else self.text
+        return self._short
+
+    def cost(self) -> int:
+        """Tokens of the line as rendered (its bullet and line break included)."""
+        if self.shortened not in self._costs:
+            self._costs[self.shortened] = tokens.count_text(self.rendered()) + 2
+        return self._costs[self.shortened]
 
 
-_LABEL = re.compile(r"^(?:(?:user|assistant):\s|tool\s[\w.:-]+:\s|called\s[\w.:-]+\()")
+# Where a candidate came from: "user: ", "assistant: ", "system: ", "user block: " (code or logs
+# quoted in a message), "tool NAME: ", "called NAME(".
+_LABEL = re.compile(r"^(?:(?:user|assistant|system|user block|assistant block|tool [\w.:-]+):\s|called [\w.:-]+\()")
 _ERROR_LABEL = re.compile(r"^[\w.:-]+:\s")  # the tool an error line came from
 
 
@@ -225,6 +264,25 @@ def _pieces(text: str, limit: int = FACT_CHARS) -> list[str]:
     return pieces
 
 
+def _prose_and_block(text: str) -> tuple[str, list[str]]:
+    """A message's prose, and the lines it quotes: fenced blocks, and whatever follows the first
+    lines of a message too long to be prose (a pasted log or file)."""
+    prose: list[str] = []
+    block: list[str] = []
+    inside = False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            inside = not inside
+        elif inside:
+            block.append(line)
+        else:
+            prose.append(line)
+    if len(prose) > MAX_PROSE_LINES:
+        block[:0] = prose[3:]
+        prose = prose[:3]
+    return "\n".join(prose), block
+
+
 def _sentence_key(sentence: str) -> str:
     return " ".join(sentence.casefold().split()).rstrip(".!?")
 
@@ -244,7 +302,7 @@ class _Previous:
 def _parse_previous(text: str) -> _Previous:
     """The parts of an earlier summary (this backend's, or any model's: unknown lines are facts)."""
     previous = _Previous()
-    section, in_errors = "summary", False
+    section, in_errors, in_goal = "summary", False, False
     for raw in text.splitlines():
         line = raw.strip()
         if not line:
@@ -259,7 +317,7 @@ def _parse_previous(text: str) -> _Previous:
                 ),
                 "summary",
             )
-            in_errors = False
+            in_errors = in_goal = False
             continue
         item = line[2:].strip() if line.startswith(("- ", "* ")) else line
         if section == "requests":
@@ -276,8 +334,11 @@ def _parse_previous(text: str) -> _Previous:
             previous.covered = [int(g) for g in match.groups()]
             tools = line.partition("tools used:")[2]
             previous.tools.update({name: int(n) for name, n in _TOOL_COUNT.findall(tools)})
-        elif line.rstrip(":").casefold() == "errors seen":
-            in_errors = True
+        elif heading := _HEADING.match(line):  # "Errors seen:", or another summarizer's "## Goal"
+            title = (heading.group(1) or heading.group(2)).casefold()
+            in_errors, in_goal = "error" in title, "goal" in title and not previous.goal
+        elif in_goal:
+            previous.goal, in_goal = item, False
         elif in_errors and line.startswith("- "):
             count = _COUNT_SUFFIX.search(item)
             previous.errors.append((_COUNT_SUFFIX.sub("", item), int(count.group(1)) if count else 1))
@@ -291,7 +352,7 @@ def _fact_tier(line: str) -> int:
     """A carried fact keeps the rank of who said it: its label."""
     if line.startswith("called "):
         return TIER_CALL
-    if line.startswith("tool "):
+    if line.startswith(("tool ", "user block:", "assistant block:")):
         return TIER_TOOL
     return TIER_TALK  # "user:", "assistant:", or a line another summarizer wrote
 
@@ -346,9 +407,11 @@ class _Summarizer:
         if known is None:
             self.by_text[key] = candidate
             self.candidates.append(candidate)
-        else:
-            known.position = max(known.position, candidate.position)
-            known.always = known.always or candidate.always
+            return
+        known.position = max(known.position, candidate.position)
+        known.always = known.always or candidate.always
+        if candidate.tier > known.tier:  # e.g. the last tool result, also a line of an earlier output
+            known.tier, known.section = candidate.tier, candidate.section
 
     def _count(self, candidate: _Candidate) -> None:
         self.mentions.update(candidate.ids)
@@ -375,15 +438,17 @@ class _Summarizer:
         if not fresh:
             return
         joined = " ".join(fresh)
-        shown = _clip(joined, REQUEST_CHARS)
         if not self.goal:
             self.goal = _clip(joined, MAX_LINE_CHARS)
+        pieces = _pieces(joined)
+        shown = pieces.pop(0)
+        while pieces and len(shown) + 1 + len(pieces[0]) <= REQUEST_CHARS:
+            shown = f"{shown} {pieces.pop(0)}"
         self.requests.append(_candidate(shown, REQUEST, TIER_REQUEST, position, always=True))
         if len(self.requests) == 1:
             self.goal_request = self.requests[0]
-        if shown != " ".join(joined.split()):  # cut: what did not fit is still said by the user
-            for piece in _pieces(joined)[1:]:
-                self._add(_candidate(f"user: {piece}", FACT, TIER_TALK, position))
+        for piece in pieces:  # a long request: the rest of it, ranked like what the assistant says
+            self._add(_candidate(f"user: {piece}", FACT, TIER_TALK, position))
 
     def _carry(self, previous: _Previous) -> None:
         items: list[tuple[str, str]] = [
@@ -393,7 +458,7 @@ class _Summarizer:
         ]
         start = -len(items) - len(previous.errors) - 2
         if previous.latest:  # what the assistant said last then: its sentences, like any of its words
-            self._talk(previous.latest, start - 1)
+            self._talk("assistant", previous.latest, start - 1)
         for offset, (section, text) in enumerate(items):
             position = start + offset
             if section == REQUEST:
@@ -412,14 +477,17 @@ class _Summarizer:
             role = message.get("role")
             text = content_text(message.get("content"))
             self.covered[0] += 1
+            prose, block = _prose_and_block(text)
             if role == "user":
                 self.covered[1] += 1
-                self._request(text, position)
+                self._request(prose, position)
+                self._lines("user block", block, position)
             elif role == "assistant":
                 self.covered[2] += 1
                 if text.strip():
-                    self.latest = text
-                self._talk(text, position)
+                    self.latest = prose or text
+                self._talk("assistant", prose, position)
+                self._lines("assistant block", block, position)
                 for call in message.get("tool_calls") or []:
                     function = call.get("function") or {}
                     name = str(function.get("name") or "tool")
@@ -433,34 +501,40 @@ class _Summarizer:
             elif role == "tool":
                 self.covered[3] += 1
                 name = str(message.get("name") or call_names.get(str(message.get("tool_call_id")), "tool"))
-                self._tool_output(name, text, position)
-            else:  # system or another role: read as what the assistant was told
-                self._talk(text, position)
+                self._lines(f"tool {name}", text.splitlines(), position)
+            else:  # a system message (or another role): what the assistant was told
+                self._talk("system", prose, position)
+                self._lines("assistant block", block, position)
 
-    def _talk(self, text: str, position: float) -> None:
+    def _talk(self, role: str, text: str, position: float) -> None:
+        """The sentences that name something, decide something or state a finding."""
         for sentence in _SENTENCE.split(text):
             cue = bool(_DECISION.search(sentence) or _FINDING.search(sentence))
             for piece in _pieces(sentence):
-                candidate = _candidate(f"assistant: {piece}", FACT, TIER_TALK, position, always=cue)
+                candidate = _candidate(f"{role}: {piece}", FACT, TIER_TALK, position, always=cue)
                 if candidate.ids or cue:
                     self._add(candidate)
 
-    def _tool_output(self, name: str, text: str, position: float) -> None:
-        for line in text.splitlines():
+    def _lines(self, label: str, lines: list[str], position: float) -> None:
+        """Tool output, or code and logs quoted in a message: its error lines, and its lines
+        that name something (ranked by how informative they are)."""
+        source = label.removeprefix("tool ")
+        for line in lines:
             if not line.strip():
                 continue
             if _ERROR_LINE.search(line):
-                self._error(f"{name}: {line.strip()}", position)
+                self._error(f"{source}: {line.strip()}", position)
                 continue
             for piece in _pieces(line):
-                candidate = _candidate(f"tool {name}: {piece}", FACT, TIER_TOOL, position)
+                candidate = _candidate(f"{label}: {piece}", FACT, TIER_TOOL, position)
                 if candidate.ids:
                     self._add(candidate)
 
     # --- ranking and the budget ---
 
-    def _rank(self) -> list[_Candidate]:
-        candidates = [*self.candidates, *self.errors.values()]
+    def _rank(self, extra: list[_Candidate]) -> list[_Candidate]:
+        """Every candidate (and `extra`), the most salient first."""
+        candidates = [*self.candidates, *self.errors.values(), *extra]
         frequency: Counter[str] = Counter()
         for words in self.document_words.values():
             frequency.update(words)
@@ -482,57 +556,68 @@ class _Summarizer:
         return sorted(candidates, key=key, reverse=True)
 
     def select(self, budget: int) -> tuple[list[_Candidate], int]:
-        """The candidates kept within `budget` tokens, and the tokens they take."""
+        """The candidates kept within `budget` tokens, most salient first, and the tokens they
+        take. The newest requests (and the first, the goal) come first, up to their share of the
+        budget; then the ranked candidates, each if it names something not yet kept (or is a
+        request, decision, finding, error or open thread); then, with what is left, the lines
+        that only repeat what is kept."""
         requests = sorted(self.requests, key=lambda c: c.position, reverse=True)
         used = 0
         for request in requests:  # the newest requests first, up to their share
-            request.tokens = tokens.count_text(request.rendered()) + 2
-            used += request.tokens
+            used += request.cost()
             if used > budget * REQUEST_SHARE and request is not requests[0] and request is not self.goal_request:
                 request.tier = TIER_TALK
-        ranked = sorted(
-            [r for r in requests if r.tier == TIER_REQUEST], key=lambda c: c.position, reverse=True
-        ) + self._rank_with([r for r in requests if r.tier != TIER_REQUEST])
+        ranked = [r for r in requests if r.tier == TIER_REQUEST] + self._rank(
+            [r for r in requests if r.tier != TIER_REQUEST]
+        )
         kept: list[_Candidate] = []
         covered: set[str] = set()
         deferred: list[_Candidate] = []
         spent = {ERROR: 0, THREAD: 0}
-        limits = {ERROR: (budget * ERROR_SHARE, MAX_ERRORS), THREAD: (budget * THREAD_SHARE, MAX_THREADS)}
+        limits = {
+            ERROR: (max(budget * ERROR_SHARE, MIN_SECTION_TOKENS), MAX_ERRORS),
+            THREAD: (max(budget * THREAD_SHARE, MIN_SECTION_TOKENS), MAX_THREADS),
+        }
         counts = {ERROR: 0, THREAD: 0}
         left = budget
-        for candidate in ranked:
-            if left < 8:
-                break
-            if not candidate.always and candidate.section == FACT and not candidate.ids - covered:
-                if candidate.tier >= TIER_TALK:
-                    deferred.append(candidate)
-                continue
-            if candidate.tokens < 0:
-                candidate.tokens = tokens.count_text(candidate.rendered()) + 2
-            if candidate.tokens > left:
-                continue
-            if candidate.section in spent:
-                share, most = limits[candidate.section]
-                if counts[candidate.section] >= most or spent[candidate.section] + candidate.tokens > share:
+        for _, group in itertools.groupby(ranked, key=lambda c: c.tier):
+            admitted = []
+            for candidate in group:  # as many as fit, in their short form
+                if left < 8:
+                    break
+                if not candidate.always and candidate.section == FACT and not candidate.ids - covered:
+                    if candidate.tier >= TIER_TALK:
+                        deferred.append(candidate)
                     continue
-                spent[candidate.section] += candidate.tokens
-                counts[candidate.section] += 1
-            kept.append(candidate)
-            covered |= candidate.ids
-            left -= candidate.tokens
+                candidate.shortened = candidate.section == FACT and candidate.short_form() != candidate.text
+                cost = candidate.cost()
+                if cost > left:
+                    continue
+                if candidate.section in spent:
+                    share, most = limits[candidate.section]
+                    if counts[candidate.section] >= most or spent[candidate.section] + cost > share:
+                        continue
+                    spent[candidate.section] += cost
+                    counts[candidate.section] += 1
+                admitted.append(candidate)
+                covered |= candidate.ids
+                left -= cost
+            for candidate in admitted:  # then whole, the most salient first, before a lower tier
+                if candidate.shortened:
+                    short = candidate.cost()
+                    candidate.shortened = False
+                    if candidate.cost() - short <= left:
+                        left -= candidate.cost() - short
+                    else:
+                        candidate.shortened = True
+            kept += admitted
         for candidate in deferred:
             if left < 8:
                 break
-            if candidate.tokens < 0:
-                candidate.tokens = tokens.count_text(candidate.rendered()) + 2
-            if candidate.tokens <= left:
+            if candidate.cost() <= left:
                 kept.append(candidate)
-                left -= candidate.tokens
+                left -= candidate.cost()
         return kept, budget - left
-
-    def _rank_with(self, extra: list[_Candidate]) -> list[_Candidate]:
-        self.candidates.extend(extra)
-        return self._rank()
 
     def threads(self, transcript: list[dict[str, Any]]) -> None:
         """The results of the last tool-call batch: the state the agent is acting on."""
@@ -545,7 +630,7 @@ class _Summarizer:
                 if message.get("role") == "tool" and message.get("tool_call_id") in names:
                     text = _clip(content_text(message.get("content")), THREAD_CHARS)
                     line = f"tool {names[message.get('tool_call_id')]}: {text}"
-                    self._add(_candidate(line, THREAD, TIER_CALL, len(transcript) + index, always=True))
+                    self._add(_candidate(line, THREAD, TIER_CALL, len(transcript), always=True))
             return
 
     def narrative(self) -> list[str]:
@@ -569,29 +654,40 @@ def summarize(
     transcript: list[dict[str, Any]], *, max_tokens: int, previous_summary: str | None = None
 ) -> dict[str, Any]:
     """The summary's parts as the compaction prompt asks for them (without `keep_images`):
-    `user_request_summary` (every request, deduplicated, the newest kept first when they do not
-    all fit), `summary` (goal, progress, the latest statement, the errors seen), `salient_facts`
-    (verbatim lines, chronological) and `open_threads` (the last tool results), together
-    within `max_tokens`."""
+    `user_request_summary` (every request, deduplicated; the newest and the first kept first
+    when they do not all fit), `summary` (goal, progress, the latest statement, the errors
+    seen), `salient_facts` (verbatim lines, in the order they were said) and `open_threads`
+    (the last tool results), together within `max_tokens`."""
     summarizer = _Summarizer(transcript, _parse_previous(previous_summary or ""))
     summarizer.threads(transcript)
-    narrative = summarizer.narrative()
+    narrative: list[str] = []
+    for line in summarizer.narrative():  # the goal; then progress and the latest, within a third
+        if not narrative:
+            fits = tokens.count_text(line) <= max_tokens
+            narrative.append(line if fits else _clip(line, max(max_tokens * 3, 20)))
+        elif tokens.count_text("\n".join([*narrative, line])) <= max_tokens * NARRATIVE_SHARE:
+            narrative.append(line)
     fixed = tokens.count_text("\n".join(narrative)) + 4
     kept, _ = summarizer.select(max(max_tokens - fixed, 0))
+    while True:
+        answer = _answer(narrative, kept)
+        if not kept or tokens.count_text(render(answer)) <= max_tokens:
+            return answer
+        kept.pop()  # the least salient first (an estimate that ran over)
 
+
+def _answer(narrative: list[str], kept: list[_Candidate]) -> dict[str, Any]:
     def of(section: str) -> list[str]:
         return [c.rendered() for c in sorted((c for c in kept if c.section == section), key=lambda c: c.position)]
 
     requests = of(REQUEST)
     errors = of(ERROR)
-    summary = "\n".join([*narrative, *(["Errors seen:", *(f"- {e}" for e in errors)] if errors else [])])
-    answer = {
+    return {
         "user_request_summary": requests[0] if len(requests) == 1 else "\n".join(f"- {r}" for r in requests),
-        "summary": summary,
+        "summary": "\n".join([*narrative, *(["Errors seen:", *(f"- {e}" for e in errors)] if errors else [])]),
         "salient_facts": of(FACT),
         "open_threads": of(THREAD),
     }
-    return answer
 
 
 def summarize_transcript(transcript: list[dict[str, Any]], *, max_tokens: int) -> str:
@@ -726,6 +822,27 @@ def extract_facts(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return facts
 
 
+def _message_tokens(message: dict[str, Any]) -> int:
+    """A message's text and tool-call arguments, in tokens."""
+    calls = message.get("tool_calls") or []
+    arguments = [str((call.get("function") or {}).get("arguments") or "") for call in calls]
+    return sum(tokens.count_text(text) for text in [content_text(message.get("content")), *arguments])
+
+
+_STATED_BUDGET = re.compile(r"\bat most (\d+) tokens\b")
+
+
+def _asked_tokens(request: ChatRequest) -> int:
+    """The answer's budget: the request's max_tokens, else what the prompt states, else the default."""
+    if request.max_tokens:
+        return request.max_tokens
+    for message in reversed(request.messages):
+        stated = _STATED_BUDGET.search(content_text(message.get("content")))
+        if stated:
+            return int(stated.group(1))
+    return DEFAULT_SUMMARY_TOKENS
+
+
 class ExtractiveBackend:
     name = "extractive"
     model = "extractive-v1"
@@ -738,10 +855,8 @@ class ExtractiveBackend:
             previous = request.metadata.get("previous_summary") or ""
             # An extract as long as its source saves nothing: it gets at most a third of the
             # source's tokens (the compaction refuses a summary that does not shrink the context).
-            source_tokens = tokens.count_text(previous) + sum(
-                tokens.count_text(content_text(m.get("content"))) for m in transcript
-            )
-            budget = min(request.max_tokens or DEFAULT_SUMMARY_TOKENS, max(source_tokens // 3, MIN_SUMMARY_TOKENS))
+            source_tokens = tokens.count_text(previous) + sum(_message_tokens(m) for m in transcript)
+            budget = min(_asked_tokens(request), max(source_tokens // 3, MIN_SUMMARY_TOKENS))
             answer = summarize(transcript, max_tokens=budget, previous_summary=previous)
             # Without a model to judge, keep the most recent images (the caller caps them).
             answer["keep_images"] = [

@@ -94,12 +94,16 @@ def test_the_extractive_summary_fits_its_budget():
     assert "step 0" in summary  # the goal is never dropped
 
 
-def test_the_extractive_backend_answers_a_third_of_its_source_and_the_latest_request():
+def test_the_extractive_backend_answers_within_a_third_of_its_source_first_and_newest_requests_first():
     transcript = [{"role": "user", "content": f"step {i}: do thing_{i} in src/mod_{i}.py now."} for i in range(300)]
     request = ChatRequest(
         messages=[], purpose="summarize", max_tokens=6000, metadata={"transcript": transcript, "image_ids": []}
     )
     answer = json.loads(ExtractiveBackend().complete(request).text)
     source = sum(count_text(m["content"]) for m in transcript)
-    assert count_text(answer["summary"]) <= source // 3
-    assert answer["user_request_summary"].startswith("step 299")
+    parts = [answer["user_request_summary"], answer["summary"], *answer["salient_facts"], *answer["open_threads"]]
+    assert count_text("\n".join(parts)) <= source // 3
+    requests = answer["user_request_summary"].splitlines()
+    # The first request (the goal) and the newest ones, in order, as many as fit.
+    assert requests[0] == "- step 0: do thing_0 in src/mod_0.py now."
+    assert requests[-1] == "- step 299: do thing_299 in src/mod_299.py now."
