@@ -52,8 +52,10 @@ _RULES: list[tuple[str, Any, str]] = [
     ("trigger_events", lambda v: set(v) <= set(TRIGGER_EVENTS), f"items must be among {', '.join(TRIGGER_EVENTS)}"),
     (
         "cache_invalidation_events",
-        lambda v: set(v) <= set(CACHE_EVENTS),
-        f"items must be among {', '.join(CACHE_EVENTS)}",
+        lambda v: set(v) == set(CACHE_EVENTS),
+        # The server keeps no context cache: every read is derived anew, as after any of these
+        # events, so a list that leaves one out would be a setting accepted and ignored.
+        f"must list all of {', '.join(CACHE_EVENTS)}: the context is derived anew on every read (no cache)",
     ),
     ("active_context.mode", lambda v: v in MODES, f"must be one of {', '.join(MODES)}"),
     (

@@ -211,6 +211,18 @@ def test_a_prompt_mode_other_than_generic_is_refused(api):
     managed(api, {"active_context": {"summarization": {"prompt_mode": "generic"}}})
 
 
+def test_cache_invalidation_events_that_leave_an_event_out_are_refused(api):
+    # The server keeps no context cache (every read is derived anew): a list that leaves an event
+    # out would ask for a stale context it never serves.
+    response = api.post(
+        "/api/v1/sessions/",
+        {"memory_type": "managed_conversation", "memory_config": {"cache_invalidation_events": ["add"]}},
+        format="json",
+    )
+    refused(response, "memory_config.cache_invalidation_events")
+    managed(api, {"cache_invalidation_events": ["delete_memory", "add", "remove_by_id"]})
+
+
 def test_one_400_names_every_bad_setting_on_create_and_on_patch(api, settings):
     # A mistyped setting next to out-of-range ones: each is named, not only the first kind found.
     bad = {
