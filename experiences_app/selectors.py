@@ -17,10 +17,10 @@ from django.utils import timezone
 
 from experiences_app.models import Experience, ExperienceRevision, SelectionLog, TeamExperienceConfig
 from experiences_app.selection import DEFAULT_SELECTION_TEMPLATE
-from memory_app.compaction.processors import content_text
 from memory_app.conversations.models import Message, Session
 from memory_app.rounds.models import Round
 from memory_app.tenancy.models import Team
+from memory_client.vocabulary.messages import content_text
 from memsite.errors import NotFound
 
 DIFF_FIELDS = ("exp_id", "who", "when", "what", "status")

@@ -24,7 +24,6 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from memory_app import jobs
-from memory_app.compaction.processors import content_text
 from memory_app.conversations.models import MemoryType, Message, Session
 from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
@@ -34,6 +33,7 @@ from memory_app.facts.prompt import fact_request
 from memory_app.facts.services import MANUAL_EXTRACTOR, FactInput, WriteOutcome, write_facts
 from memory_app.llm import LLMBudgetExceeded, LLMPermanentError, LLMResult, LLMTransientError, get_backend
 from memory_app.usage.llm_calls import llm_complete
+from memory_client.vocabulary.messages import content_text
 from memsite.errors import Conflict, InvalidInput
 
 log = logging.getLogger(__name__)

@@ -21,11 +21,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_app.compaction.processors import content_text
 from memory_app.conversations import tokens
 from memory_app.facts.output import MAX_TRIPLES, normalize_term
 from memory_app.llm.base import ChatRequest, LLMPermanentError, LLMResult
 from memory_app.llm.relevance import DEFAULT_RELEVANCE_THRESHOLD, rank_by_relevance
+from memory_client.vocabulary.messages import content_text
 
 # --- Summaries: salient lines, quoted verbatim, ranked, within the budget ---------------------
 #

@@ -12,9 +12,9 @@ from typing import Any
 
 from django.db.models import Q
 
-from memory_app.compaction.processors import content_text
 from memory_app.conversations.models import Message, Session
 from memory_app.rounds.models import Attachment, Round, SharedMemoryEntry
+from memory_client.vocabulary.messages import content_text
 from memsite.errors import NotFound
 
 EXPORT_BATCH = 200  # rounds read per query by the export

@@ -100,3 +100,14 @@ def to_openai_message(message: Mapping[str, Any]) -> dict[str, Any]:
     result = to_llm_dict(message)
     result.pop("reasoning_details", None)
     return result
+
+
+def content_text(content: Any) -> str:
+    """The text of a message content: a string, the text parts of a content list, or JSON."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return json.dumps(content, ensure_ascii=False)

@@ -43,6 +43,7 @@ from memory_app.compaction.config import parse_config
 from memory_app.conversations import context as served_context
 from memory_app.conversations.models import Session
 from tests.llm_server import Reply
+from tests.memory_app.compaction.test_compaction import SUMMARY
 from tests.memory_client.test_against_marsys import ask_marsys
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -50,14 +51,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 THRESHOLD = 3000
 MAX_TOOL_TOKENS = 100
 MARKER = " [truncated]"
-# What the compaction model answers in both libraries (tests/memory_app/compaction/test_compaction.py's).
-SUMMARY = {
-    "user_request_summary": "Plan a trip to Oslo in March.",
-    "summary": "The user plans an Oslo trip; flights were searched.",
-    "salient_facts": ["flight SK4021", "hotel: Grand Oslo"],
-    "open_threads": ["book the hotel"],
-    "keep_images": [],
-}
+# What the compaction model answers in both libraries: SUMMARY, from the compaction tests.
 KEEP_BOTH_IMAGES = [{"image_id": "img_0000", "context": "the map"}, {"image_id": "img_0001", "context": "the hotel"}]
 # A gate decision counts as clear when the estimated saving is this far (as a fraction of the
 # threshold) from min_reduction_ratio in both libraries.

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_app.compaction import processors as ctx
+from memory_app.compaction import pipeline
 from memory_app.compaction import services as compaction
 from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import services
@@ -59,22 +59,38 @@ def check_invariants(messages: list[dict], *, system_first: bool, require_user: 
             assert answers, f"tool call {call['id']} without its result"
 
 
+def items_of(conversation: list[dict]) -> list[pipeline.Item]:
+    return [
+        pipeline.Item(
+            role=m["role"],
+            tokens=len(json.dumps(m)) // 4 + 3,
+            seq=index + 1,
+            call_ids=tuple(c["id"] for c in m.get("tool_calls") or []),
+            tool_call_id=m.get("tool_call_id"),
+        )
+        for index, m in enumerate(conversation)
+    ]
+
+
 @settings(max_examples=300, deadline=None)
 @given(conversations(), st.integers(0, 2000))
 def test_packing_never_splits_a_turn(conversation, budget):
-    counted = [dict(m, token_count=len(json.dumps(m)) // 4 + 3) for m in conversation]
-    window = ctx.pack_backward(counted, budget)
-    assert sum(m["token_count"] for m in window) <= budget
-    check_invariants(window, system_first=False, require_user=False)
+    items = items_of(conversation)
+    kept = pipeline.pack(items, budget, grace_rounds=None, newest_always=False)
+    assert sum(items[i].tokens for i in kept) <= budget
+    check_invariants([conversation[i] for i in kept], system_first=False, require_user=False)
     # what is kept is the newest stretch of the conversation, in order
-    seqs = [counted.index(m) for m in window]
-    assert seqs == sorted(seqs)
+    assert kept == sorted(kept)
 
 
 @settings(max_examples=300, deadline=None)
 @given(conversations(), st.integers(0, 40))
 def test_the_compaction_split_lands_on_a_turn_boundary(conversation, grace):
-    split = ctx.turn_boundary(conversation, ctx.protected_tail_start(conversation, grace))
+    from memory_client.vocabulary.config import ManagedMemoryConfig
+
+    config = ManagedMemoryConfig()
+    config.active_context.summarization.grace_recent_messages = grace
+    split = pipeline.summarization_prefix_end(items_of(conversation), config)
     prefix_calls = {c["id"] for m in conversation[:split] for c in m.get("tool_calls") or []}
     assert not any(m.get("tool_call_id") in prefix_calls for m in conversation[split:])
 
