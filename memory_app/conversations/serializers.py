@@ -305,6 +305,18 @@ class SessionOutputSerializer(serializers.ModelSerializer):
             "updated_at",
         ]
         read_only_fields = fields
+        extra_kwargs = {
+            "compaction_threshold": {
+                "help_text": "The active-context size over which an append queues a compaction; null when appends "
+                "never do (not a managed session, summarization off, or `add` not in trigger_events)."
+            },
+            "active_tokens": {
+                "help_text": "The active context: system prompt + latest summary (with the original instruction it "
+                "keeps) + every message after it, from cached counts; the figure `threshold_tokens` is compared "
+                "with. `/context/`'s token_count is the served window: this plus 3 reply-priming tokens while "
+                "nothing is packed."
+            },
+        }
 
     def get_message_count(self, session: Session) -> int:
         annotated = getattr(session, "message_count", None)
