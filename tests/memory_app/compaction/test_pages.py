@@ -364,6 +364,22 @@ def test_revert_calls_the_service_and_the_summary_leaves_the_context(member: Cli
     assert "status-reverted" in response.content.decode()
 
 
+def test_after_a_revert_the_page_says_automatic_compaction_waits(member: Client, tenant: Tenant) -> None:
+    # Over its threshold, the reverted session is not compacted again by itself: the gauge says why
+    # and until when, and still offers "Compact now".
+    session, run = session_with_compaction(tenant)
+    services.session_update(session=session, data={"memory_config": {"threshold_tokens": 200}})
+    member.post(revert_url(session, run))
+
+    html = member.get(session_url(session)).content.decode()
+
+    assert 'class="gauge gauge-over"' in html
+    held = re.search(r'<p class="gauge-hold">Automatic compaction: (.*?)\.</p>', html)
+    assert held is not None
+    assert re.fullmatch(r"paused after a revert until \d+ more tokens of new messages \(or Compact now\)", held[1])
+    assert f'action="{compact_url(session)}"' in html
+
+
 def test_reverting_a_run_that_is_not_the_latest_shows_the_conflict(member: Client, tenant: Tenant) -> None:
     session, first = session_with_compaction(tenant)
     services.message_append(session=session, messages=turns(6, 3))
