@@ -17,7 +17,7 @@ rows and only the rows that are served are read in full.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from memory_client.vocabulary.config import ManagedMemoryConfig
@@ -69,9 +69,6 @@ class Window:
     keep: list[int]
     truncate: frozenset[int] = frozenset()
     stages: list[Stage] = field(default_factory=list)
-
-    def tokens(self, items: Sequence[Item]) -> int:
-        return sum(cost(items[index], index in self.truncate) for index in self.keep)
 
 
 def cost(item: Item, truncated: bool) -> int:
@@ -384,7 +381,3 @@ def run_chain(
 
 def stages_run(stages: Sequence[Stage]) -> list[str]:
     return [stage.processor for stage in stages if stage.ran]
-
-
-def with_truncated_cost(item: Item, tokens: int) -> Item:
-    return replace(item, truncated_tokens=tokens)

@@ -176,7 +176,9 @@ def compaction_blocker(*, session: Session, payload: bool = False) -> str | None
         )
         rows = list(newest[:limit] if limit else newest)[::-1]
         items = [
-            pipeline.Item(role=role, tokens=1, seq=index + 1, call_ids=_call_ids(calls), tool_call_id=call_id)
+            pipeline.Item(
+                role=role, tokens=1, seq=index + 1, call_ids=served_context.tool_call_ids(calls), tool_call_id=call_id
+            )
             for index, (role, call_id, calls) in enumerate(rows)
         ]
         if pipeline.summarization_prefix_end(items, config, at_least_one=payload) > 0:
@@ -187,10 +189,6 @@ def compaction_blocker(*, session: Session, payload: bool = False) -> str | None
         "every message after the latest summary is in the protected tail "
         f"(summarization.grace_recent_messages = {grace})"
     )
-
-
-def _call_ids(calls: Any) -> tuple[str, ...]:
-    return tuple(str(call.get("id")) for call in calls or [] if isinstance(call, dict))
 
 
 def _recent_runs(session: Session) -> list[CompactionRun]:

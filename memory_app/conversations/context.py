@@ -17,6 +17,7 @@ Three figures, each named on every page that shows it:
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -118,9 +119,8 @@ def _meta_sql() -> str:
     )
 
 
-def _tool_call_ids(raw: Any) -> tuple[str, ...]:
-    import json
-
+def tool_call_ids(raw: Any) -> tuple[str, ...]:
+    """The ids of a message's tool calls, from the column as stored (JSON text on some reads)."""
     calls = json.loads(raw) if isinstance(raw, str) else raw
     return tuple(str(call.get("id")) for call in calls or [] if isinstance(call, dict) and call.get("id"))
 
@@ -164,7 +164,7 @@ def _meta_items(
                 role=role,
                 tokens=count,
                 seq=seq,
-                call_ids=_tool_call_ids(calls) if calls else (),
+                call_ids=tool_call_ids(calls) if calls else (),
                 tool_call_id=call_id,
                 tool_output=tool_output,
                 tool_payload_user=payload_user,
@@ -192,7 +192,7 @@ def row_item(row: dict[str, Any], config: memory_config.ManagedMemoryConfig) -> 
         role=row["role"],
         tokens=row["token_count"],
         seq=row.get("seq"),
-        call_ids=tuple(str(call["id"]) for call in row.get("tool_calls") or []),
+        call_ids=tool_call_ids(row.get("tool_calls")),
         tool_call_id=row.get("tool_call_id"),
         tool_output=tool_output,
         tool_payload_user=payload_user,
@@ -324,7 +324,7 @@ def _plain_body(session: Session, limit: int) -> _Body:
             role=row["role"],
             tokens=row["token_count"],
             seq=row["seq"],
-            call_ids=tuple(str(call["id"]) for call in row.get("tool_calls") or []),
+            call_ids=tool_call_ids(row.get("tool_calls")),
             tool_call_id=row.get("tool_call_id"),
         )
         for row in rows
