@@ -6,6 +6,7 @@ from django.apps import AppConfig
 
 if TYPE_CHECKING:
     from experiences_app.selectors import ExperienceUsage
+    from memory_app.search.documents import Doc
     from memory_app.tenancy.models import Team
 
 
@@ -20,3 +21,15 @@ class ExperiencesAppConfig(AppConfig):
         from experiences_app.selectors import experience_usage  # models are ready by the time pages ask
 
         return experience_usage(team=team, **options)
+
+    def experience_search_documents(self, *, team_id: int | None) -> list[tuple[int, list[Doc]]]:
+        """Every experience as recall indexes it, per team (all teams when `team_id` is None):
+        what `manage.py reindex` rebuilds the index from."""
+        from experiences_app.models import Experience
+        from experiences_app.services import search_document
+
+        experiences = Experience.objects.all() if team_id is None else Experience.objects.filter(team_id=team_id)
+        teams: dict[int, list[Doc]] = {}
+        for experience in experiences.order_by("pk"):
+            teams.setdefault(experience.team_id, []).append(search_document(experience))
+        return list(teams.items())

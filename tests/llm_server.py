@@ -2,11 +2,19 @@
 
 Tests queue steps (a reply, an HTTP error with headers, a slow or held reply, garbage);
 when the queue is empty a default responder answers. Every request body is recorded.
+
+`POST /v1/embeddings` has a queue and a record of its own (`script_embeddings`,
+`embedding_requests`), so embedding traffic never consumes a step meant for a chat call:
+its steps are `Vectors`, `Fail` and `Garbage`, and by default every input gets a deterministic,
+unnormalised vector of `embedding_dimension` numbers derived from its text.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import struct
 import threading
 import time
 from collections import deque
@@ -37,7 +45,27 @@ class Garbage:
     body: str = "this is not json {"
 
 
+@dataclass
+class Vectors:
+    """An embeddings reply: `rows` as given (None: the default vector of each input)."""
+
+    rows: list[list[float]] | None = None
+    delay: float = 0.0
+    hold: threading.Event | None = None
+
+
 Step = Reply | Fail | Garbage
+EmbeddingStep = Vectors | Fail | Garbage
+
+
+def text_vector(text: str, dimension: int) -> list[float]:
+    """Numbers in [-1, 1) from the text's digest: the same text always gets the same vector."""
+    digest = b""
+    counter = 0
+    while len(digest) < dimension * 2:
+        digest += hashlib.blake2b(f"{counter}:{text}".encode()).digest()
+        counter += 1
+    return [value / 32768 for value in struct.unpack(f"<{dimension}h", digest[: dimension * 2])]
 
 
 def completion(text: str, *, model: str, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
@@ -58,10 +86,13 @@ def completion(text: str, *, model: str, prompt_tokens: int, completion_tokens: 
 
 
 class ScriptedLLMServer:
-    def __init__(self, default: Callable[[dict[str, Any]], str] | None = None) -> None:
+    def __init__(self, default: Callable[[dict[str, Any]], str] | None = None, *, embedding_dimension: int = 8) -> None:
         self.steps: deque[Step] = deque()
         self.requests: list[dict[str, Any]] = []
         self.default = default or (lambda body: "scripted summary")
+        self.embedding_steps: deque[EmbeddingStep] = deque()
+        self.embedding_requests: list[dict[str, Any]] = []
+        self.embedding_dimension = embedding_dimension
         self._lock = threading.Lock()
         server = self
 
@@ -72,6 +103,12 @@ class ScriptedLLMServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path.rstrip("/").endswith("/embeddings"):
+                    with server._lock:
+                        server.embedding_requests.append(body)
+                        embedding_step = server.embedding_steps.popleft() if server.embedding_steps else None
+                    server._answer_embeddings(self, body, embedding_step)
+                    return
                 with server._lock:
                     server.requests.append(body)
                     step = server.steps.popleft() if server.steps else None
@@ -98,6 +135,10 @@ class ScriptedLLMServer:
         with self._lock:
             self.steps.extend(steps)
 
+    def script_embeddings(self, *steps: EmbeddingStep) -> None:
+        with self._lock:
+            self.embedding_steps.extend(steps)
+
     def _answer(self, handler: BaseHTTPRequestHandler, body: dict[str, Any], step: Step | None) -> None:
         if step is None:
             step = Reply(self.default(body))
@@ -117,6 +158,41 @@ class ScriptedLLMServer:
             prompt_tokens=step.prompt_tokens,
             completion_tokens=step.completion_tokens,
         )
+        self._send(handler, 200, json.dumps(payload).encode(), {})
+
+    def _answer_embeddings(
+        self, handler: BaseHTTPRequestHandler, body: dict[str, Any], step: EmbeddingStep | None
+    ) -> None:
+        if isinstance(step, Fail):
+            self._send(handler, step.status, step.body.encode(), step.headers)
+            return
+        if isinstance(step, Garbage):
+            self._send(handler, 200, step.body.encode(), {})
+            return
+        step = step or Vectors()
+        if step.hold is not None:
+            step.hold.wait(timeout=60)
+        if step.delay:
+            time.sleep(step.delay)
+        inputs = body.get("input", [])
+        inputs = [inputs] if isinstance(inputs, str) else inputs
+        rows = step.rows if step.rows is not None else [text_vector(str(t), self.embedding_dimension) for t in inputs]
+        as_base64 = body.get("encoding_format") == "base64"  # the SDK's default when not told
+        data = [
+            {
+                "object": "embedding",
+                "index": index,
+                "embedding": base64.b64encode(struct.pack(f"<{len(row)}f", *row)).decode() if as_base64 else row,
+            }
+            for index, row in enumerate(rows)
+        ]
+        tokens = sum(len(str(t).split()) for t in inputs)
+        payload = {
+            "object": "list",
+            "data": data,
+            "model": body.get("model", "scripted"),
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
         self._send(handler, 200, json.dumps(payload).encode(), {})
 
     @staticmethod

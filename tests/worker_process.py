@@ -46,7 +46,14 @@ def database_env() -> dict[str, str]:
 
 def process_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """This process's environment, on the test database and var directory, plus `extra`."""
-    return {**os.environ, **database_env(), "MEMSITE_VAR_DIR": str(settings.VAR_DIR), **(extra or {})}
+    return {
+        **os.environ,
+        **database_env(),
+        "MEMSITE_VAR_DIR": str(settings.VAR_DIR),
+        # The embedding backend the test process uses (the fast fake unless a test chose another).
+        "EMBEDDINGS_BACKEND": settings.EMBEDDINGS_BACKEND,
+        **(extra or {}),
+    }
 
 
 def llm_env(base_url: str, api_key: str = "sk-test-secret") -> dict[str, str]:
@@ -62,7 +69,7 @@ class Worker:
         self.process = subprocess.Popen(
             celery_worker_argv(
                 self.name,
-                f"celery,{settings.COMPACTION_QUEUE},{settings.FACTS_QUEUE}",
+                f"celery,{settings.COMPACTION_QUEUE},{settings.FACTS_QUEUE},{settings.SEARCH_QUEUE}",
                 ["--pool", pool, "--concurrency", "2"],
             ),
             cwd=ROOT,

@@ -23,6 +23,7 @@ from django.utils import timezone
 from memory_app.agent_records import selectors as agent_memory_selectors
 from memory_app.agent_records.models import SCHEMA, SECTIONS, VERSION, AgentMemory, AgentMemoryEntry, format_timestamp
 from memory_app.conversations.models import Session
+from memory_app.search import services as search
 from memsite.errors import Conflict, InvalidInput, NotFound
 
 Kind = AgentMemoryEntry.Kind
@@ -391,10 +392,16 @@ def agent_memory_replace(*, session: Session, agent: str, document: Any) -> Agen
             data = _with_defaults(entry, memory=memory, kind=kind, taken=taken, now=None)
             rows.append(_entry_row(memory=memory, kind=kind, data=data, position=position))
     AgentMemoryEntry.objects.bulk_create(rows)
+    _index(memory, rows)
     memory.header = {key: value for key, value in document.items() if key not in SECTIONS}
     memory.key_order = list(document)
     memory.save(update_fields=["header", "key_order", "updated_at"])
     return memory
+
+
+def _index(memory: AgentMemory, rows: list[AgentMemoryEntry]) -> None:
+    """Recall finds record entries by what they say; archived ones count as superseded."""
+    search.index_record_entries(team_id=memory.team_id, entries=rows, session_id=memory.session_id, agent=memory.agent)
 
 
 def _with_defaults(
@@ -432,6 +439,7 @@ def agent_memory_entry_append(*, session: Session, agent: str, kind: str, entry:
     row = _entry_row(memory=memory, kind=kind, data=data, position=0 if last is None else last + 1)
     row.save()
     memory.save(update_fields=["updated_at"])
+    _index(memory, [row])
     return row
 
 
@@ -484,6 +492,7 @@ def agent_memory_attempt_update(*, session: Session, agent: str, attempt_id: str
     _fill_columns(row)
     row.save(update_fields=["data", "timestamp", "result", "plan_step", "size"])
     memory.save(update_fields=["updated_at"])
+    _index(memory, [row])
     return row
 
 
@@ -611,6 +620,9 @@ def agent_memory_archive(*, memory_id: int, policy: ArchivePolicy | None = None)
         return 0
     now = timezone.now()
     AgentMemoryEntry.objects.filter(pk__in=[row.pk for row in moving]).update(archived_at=now)
+    for row in moving:
+        row.archived_at = now
+    _index(memory, moving)
     moving.sort(key=lambda row: (row.timestamp, row.pk))
     summary = {
         "archivedAt": format_timestamp(now),

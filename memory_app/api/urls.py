@@ -7,6 +7,7 @@ from memory_app.events import api as events_api
 from memory_app.events import api as live_views
 from memory_app.facts import api as fact_views
 from memory_app.rounds import urls as round_urls
+from memory_app.search import api as search_api
 from memory_app.usage import api as usage_views
 
 urlpatterns = [
@@ -31,6 +32,7 @@ urlpatterns = [
         compaction_api.CompactionRevertView.as_view(),
         name="compaction-revert",
     ),
+    path("search/", search_api.SearchView.as_view(), name="search"),
     path("events/", events_api.EventListView.as_view(), name="event-list"),
     path("usage/", usage_views.UsageView.as_view(), name="usage"),
     path("events/stream/", live_views.EventStreamView.as_view(), name="event-stream"),

@@ -35,6 +35,7 @@ from memory_app.conversations.selectors import CONTEXT_FIELDS
 from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
 from memory_app.llm import ChatRequest, LLMBudgetExceeded, LLMPermanentError, LLMTransientError, get_backend
+from memory_app.search import services as search
 from memory_app.usage.llm_calls import llm_complete
 from memory_client.vocabulary.messages import to_openai_message
 from memsite.errors import Conflict, InvalidInput
@@ -594,6 +595,7 @@ def _write_summary(
             duration=current.duration_ms / 1000,
             stages_run=current.stages_run,
         )
+        search.index_summary(run=current, agent=locked.agent_name)
     return "done"
 
 
@@ -653,6 +655,7 @@ def compaction_revert(*, run: CompactionRun) -> CompactionRun:
     session.active_tokens = active_tokens(session, latest_done_run(session.pk))
     session.save(update_fields=["active_tokens"])
     _event(session, MemoryEvent.Kind.COMPACTION_REVERTED, run, status="reverted")
+    search.forget_summaries(session_id=session.pk)
     return run
 
 

@@ -19,6 +19,7 @@ from memory_app.api.idempotent import KEY_PARAMETER, idempotent_write
 from memory_app.compaction import services as compaction
 from memory_app.conversations import context, selectors, services
 from memory_app.conversations import serializers as s
+from memory_app.search import recall
 from memory_app.tenancy.permissions import require_admin
 from memory_app.usage import llm_calls as llm_usage
 
@@ -197,19 +198,37 @@ class ContextView(TeamScopedView):
         parameters=[s.ContextQuerySerializer],
         responses=s.ContextOutputSerializer,
         description="The messages to send to an LLM, in OpenAI's format: the system prompt, then the "
-        "most recent messages within `last` (default MEMSITE_CONTEXT_WINDOW) and `max_tokens`.",
+        "most recent messages within `last` (default MEMSITE_CONTEXT_WINDOW) and `max_tokens`. With `recall`, "
+        "one 'relevant memory' system message after the system prompt holds the team's memories most relevant "
+        "to it, with their sources, inside `max_tokens`; `recall` in the answer lists what it injected.",
     )
     def get(self, request: Request, session_id: str) -> Response:
         query = query_params(s.ContextQuerySerializer, request)
         session = self.get_session()
-        served = context.served_context(session=session, last=query.get("last"), max_tokens=query.get("max_tokens"))
+        wanted = recall.recall_for(
+            session=session, query=query.get("recall"), k=query.get("recall_k"), kinds=query.get("recall_kinds")
+        )
+        served = context.served_context(
+            session=session, last=query.get("last"), max_tokens=query.get("max_tokens"), recall=wanted
+        )
+        injected = served.recall if isinstance(served.recall, recall.Recall) else None
         llm_usage.context_served_record(
             session=session,
             agent=query.get("agent") or self.api_key.agent_name or session.agent_name,
             served_tokens=served.token_count,
+            recall_query=injected.query if injected else "",
+            recalled=injected.memories() if injected else [],
         )
         compaction.compaction_request_on_read(session=session)
-        return Response({"messages": served.messages, "token_count": served.token_count})
+        body: dict[str, Any] = {"messages": served.messages, "token_count": served.token_count}
+        if injected is not None:
+            body["recall"] = {
+                "query": injected.query,
+                "automatic": injected.automatic,
+                "memories": injected.memories(),
+                "token_count": injected.token_count,
+            }
+        return Response(body)
 
 
 class SessionExportView(TeamScopedView):

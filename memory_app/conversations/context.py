@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import connection
@@ -44,11 +44,25 @@ LAST_REACH = 64
 NEWEST = 2**62
 
 
+class InjectedMemory(Protocol):
+    """Memories recalled for a read (memory_app.search.recall.Recall), served as one message."""
+
+    @property
+    def message(self) -> dict[str, Any]: ...
+
+    @property
+    def token_count(self) -> int: ...
+
+    def without_window(self, session_id: Any, seqs: Collection[int]) -> InjectedMemory: ...
+
+    def fewer(self) -> InjectedMemory | None: ...
+
+
 @dataclass(frozen=True)
 class ContextPart:
     """One message of a served context, where it comes from and what it costs."""
 
-    kind: str  # "system" | "instruction" | "summary" | "message" | "borrowed"
+    kind: str  # "system" | "recall" | "instruction" | "summary" | "message" | "borrowed"
     message: dict[str, Any]  # as the LLM receives it
     token_count: int
     seq: int | None = None  # the raw message it is (None for the system prompt and summaries)
@@ -61,6 +75,7 @@ class ServedContext:
     stages: list[pipeline.Stage] = field(default_factory=list)  # processors applied on this read
     run: CompactionRun | None = None  # the compaction whose summary it starts from
     active_tokens: int = 0  # the active context this window was served from
+    recall: InjectedMemory | None = None  # the memories recall put in it, if asked for
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -358,7 +373,13 @@ def _fit(items: Sequence[pipeline.Item], keep: list[int], room: int) -> list[int
     return fixed + packed
 
 
-def served_context(*, session: Session, last: int | None = None, max_tokens: int | None = None) -> ServedContext:
+def served_context(
+    *,
+    session: Session,
+    last: int | None = None,
+    max_tokens: int | None = None,
+    recall: InjectedMemory | None = None,
+) -> ServedContext:
     """THE context of a session: what `/context/` returns, the page shows and the ledger counts.
 
     A managed session gives its system prompt, its latest summary (with the original
@@ -366,7 +387,9 @@ def served_context(*, session: Session, last: int | None = None, max_tokens: int
     threshold (see memory_app.compaction.pipeline). Any other session gives its newest
     MEMSITE_CONTEXT_WINDOW messages. `last` keeps the newest N messages of that; `max_tokens`
     packs it newest-first into a caller's budget and fails when even the system prompt,
-    the summary and one user message do not fit.
+    the summary and one user message do not fit. `recall` is served as one message after the
+    system prompt, inside the budget (the window shrinks to make room; recalled messages the
+    window serves anyway are left out of it).
     """
     managed = session.memory_type == MemoryType.MANAGED_CONVERSATION
     config = memory_config.stored_config(session.memory_config) if managed else None
@@ -383,6 +406,11 @@ def served_context(*, session: Session, last: int | None = None, max_tokens: int
     if last is not None:
         keep = _last(items, keep, last)
     fixed = session.system_prompt_tokens + tokens.REPLY_PRIMING_TOKENS
+    if recall is not None and max_tokens is not None:
+        # The memories take what room the system prompt leaves; the fewest that fit.
+        while recall is not None and fixed + recall.token_count > max_tokens:
+            recall = recall.fewer()
+    fixed += recall.token_count if recall is not None else 0
     borrowed: dict[str, Any] | None = None
     if max_tokens is not None:
         keep = _fit(items, keep, max_tokens - fixed)
@@ -391,7 +419,12 @@ def served_context(*, session: Session, last: int | None = None, max_tokens: int
         if borrowed is not None and max_tokens is not None:
             keep = _fit(items, keep, max_tokens - fixed - borrowed["token_count"])
     parts = _parts(session, body, keep, borrowed, config)
-    served = ServedContext(parts=parts, stages=body.window.stages, run=run, active_tokens=session.active_tokens)
+    if recall is not None:
+        recall = recall.without_window(session.pk, {part.seq for part in parts if part.seq is not None})
+        parts.insert(1 if session.system_prompt else 0, ContextPart("recall", recall.message, recall.token_count))
+    served = ServedContext(
+        parts=parts, stages=body.window.stages, run=run, active_tokens=session.active_tokens, recall=recall
+    )
     if max_tokens is not None and served.token_count > max_tokens:
         # The caller's budget is a hard limit (an answer over it fails at the model). Only the
         # fixed part can overflow it, so the count is the smallest budget that works.
@@ -437,9 +470,11 @@ def _parts(
     return parts
 
 
-def context_build(*, session: Session, last: int | None = None, max_tokens: int | None = None) -> ServedContext:
+def context_build(
+    *, session: Session, last: int | None = None, max_tokens: int | None = None, recall: InjectedMemory | None = None
+) -> ServedContext:
     """The message array for an LLM (see served_context)."""
-    return served_context(session=session, last=last, max_tokens=max_tokens)
+    return served_context(session=session, last=last, max_tokens=max_tokens, recall=recall)
 
 
 # --- dashboard: the context panel ---------------------------------------------------------------

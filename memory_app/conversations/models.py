@@ -48,6 +48,11 @@ class Session(models.Model):
     # Scratch memory entries waiting for the turn's final answer: read by the append's
     # own session-row UPDATE, so an append with nothing pending pays nothing for the feature.
     pending_scratch = models.PositiveIntegerField(default=0)
+    # Messages up to this seq are in the search index. Read by the append's own UPDATE: the
+    # append that makes a caught-up session fall behind is the one that wakes the indexer.
+    search_indexed_seq = models.PositiveBigIntegerField(default=0)
+    # Automatic recall into this session's context: {"auto": bool, "k": int, "kinds": [...]}; off by default.
+    recall = JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -16,6 +16,8 @@ from memory_app.compaction import config as memory_config
 from memory_app.conversations.images import ImageRejected, validate_image_ref
 from memory_app.conversations.models import MemoryType, Message, Session
 from memory_app.conversations.services import MESSAGE_FIELDS, split_system_prompt
+from memory_app.search.models import SearchKind
+from memory_app.search.recall import session_recall_settings
 from memsite.parsers import INT_MAX
 
 MAX_TEXT_CHARS = 2_000_000
@@ -259,6 +261,18 @@ def metadata_object(value: Any) -> dict[str, Any]:
     return value
 
 
+class RecallSettingsSerializer(serializers.Serializer):
+    """Automatic recall: each context read adds the memories most relevant to the latest user message."""
+
+    auto = serializers.BooleanField(default=False, help_text="recall on every context read (off by default)")
+    k = serializers.IntegerField(default=5, min_value=1, max_value=20, help_text="memories per read")
+    kinds = serializers.ListField(
+        child=serializers.ChoiceField(choices=SearchKind.choices),
+        default=list,
+        help_text="kinds to recall from (empty: all)",
+    )
+
+
 class SessionInputSerializer(serializers.Serializer):
     system_prompt = serializers.CharField(
         required=False, allow_blank=True, trim_whitespace=False, max_length=MAX_TEXT_CHARS
@@ -271,6 +285,7 @@ class SessionInputSerializer(serializers.Serializer):
     memory_config = MemoryConfigField(
         required=False, help_text="The managed-memory settings (partial; defaults fill the rest)."
     )
+    recall = RecallSettingsSerializer(required=False)
 
     def validate_memory_config(self, value: Any) -> Any:
         if not isinstance(value, dict):
@@ -286,6 +301,12 @@ class SessionOutputSerializer(serializers.ModelSerializer):
     metadata = serializers.JSONField(read_only=True)
     additional_state = serializers.JSONField(read_only=True)
     memory_config = MemoryConfigField(read_only=True)
+    recall = serializers.SerializerMethodField()
+
+    @extend_schema_field(RecallSettingsSerializer)
+    def get_recall(self, session: Session) -> dict[str, Any]:
+        settings = session_recall_settings(session)
+        return {"auto": settings.auto, "k": settings.k, "kinds": list(settings.kinds)}
 
     class Meta:
         model = Session
@@ -297,6 +318,7 @@ class SessionOutputSerializer(serializers.ModelSerializer):
             "additional_state",
             "memory_type",
             "memory_config",
+            "recall",
             "compaction_threshold",
             "active_tokens",
             "message_count",
@@ -349,11 +371,48 @@ class ContextQuerySerializer(serializers.Serializer):
         help_text="Who the context is for, in the usage figures (default: the key's agent name, else "
         "the session's metadata.agent_name).",
     )
+    recall = serializers.CharField(
+        required=False,
+        max_length=1000,
+        help_text="Add one 'relevant memory' message after the system prompt: the team's memories most relevant "
+        "to this text (hybrid search), inside max_tokens. Without it, the session's automatic recall (if on) "
+        "uses its latest user message.",
+    )
+    recall_k = serializers.IntegerField(required=False, min_value=1, max_value=20, help_text="memories to recall (5)")
+    recall_kinds = serializers.CharField(
+        required=False, help_text="comma-separated kinds to recall from (message, summary, fact, record, ...)"
+    )
+
+    def validate_recall_kinds(self, value: str) -> list[str]:
+        kinds = [kind.strip() for kind in value.split(",") if kind.strip()]
+        unknown = sorted(set(kinds) - set(SearchKind.values))
+        if not kinds or unknown:
+            raise serializers.ValidationError(
+                f"unknown kind(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(SearchKind.values)}"
+            )
+        return kinds
+
+
+class RecalledMemorySerializer(serializers.Serializer):
+    kind = serializers.CharField()
+    id = serializers.CharField()
+    item_id = serializers.IntegerField()
+    session = serializers.UUIDField(allow_null=True)
+    seq = serializers.IntegerField(allow_null=True)
+    score = serializers.FloatField()
+
+
+class ContextRecallSerializer(serializers.Serializer):
+    query = serializers.CharField()
+    automatic = serializers.BooleanField(help_text="from the session's automatic recall (its latest user message)")
+    memories = RecalledMemorySerializer(many=True)
+    token_count = serializers.IntegerField()
 
 
 class ContextOutputSerializer(serializers.Serializer):
     messages = serializers.ListField(child=serializers.DictField())
     token_count = serializers.IntegerField()
+    recall = ContextRecallSerializer(required=False, help_text="present when recall put memories in the context")
 
 
 class ImportedSessionSerializer(serializers.Serializer):

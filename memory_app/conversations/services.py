@@ -25,6 +25,7 @@ from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
 from memory_app.facts import extraction as fact_extraction
 from memory_app.rounds import scratch
+from memory_app.search import services as search
 from memory_app.tenancy.models import Team
 from memory_app.webhooks.models import WebhookDelivery
 from memory_client.vocabulary.messages import MESSAGE_FIELDS
@@ -65,6 +66,7 @@ def session_create(
     memory_type: str = MemoryType.CONVERSATION_HISTORY,
     additional_state: Mapping[str, Any] | None = None,
     memory_config: Mapping[str, Any] | None = None,
+    recall: Mapping[str, Any] | None = None,
 ) -> Session:
     _ensure_external_id_free(team=team, external_id=external_id, exclude=None)
     config = compaction.effective_config(team_defaults=team.memory_config_defaults, requested=dict(memory_config or {}))
@@ -82,6 +84,7 @@ def session_create(
                 memory_config=config,
                 compaction_threshold=compaction.threshold_for(memory_type, parse_config(config)),
                 additional_state=dict(additional_state) if additional_state else None,
+                recall=dict(recall or {}),
             )
     except IntegrityError as exc:  # a concurrent create won the external_id
         raise Conflict(
@@ -93,7 +96,7 @@ def session_create(
 @transaction.atomic
 def session_update(*, session: Session, data: Mapping[str, Any]) -> Session:
     """Change a session's fields; a partial `memory_config` is merged over the current one."""
-    allowed = {"system_prompt", "external_id", "metadata", "memory_type", "additional_state"}
+    allowed = {"system_prompt", "external_id", "metadata", "memory_type", "additional_state", "recall"}
     changed = [field for field in data if field in allowed]
     if "external_id" in data:
         _ensure_external_id_free(team=session.team, external_id=data["external_id"], exclude=session.pk)
@@ -127,6 +130,7 @@ def session_delete(*, session: Session) -> None:
     to the team's webhook, not the session, but their payloads describe the session's events."""
     WebhookDelivery.objects.filter(event__session=session).delete()
     session.delete()
+    transaction.on_commit(search.index_after_purge)
 
 
 @transaction.atomic
@@ -137,6 +141,8 @@ def session_reset(*, session: Session) -> int:
     reverted = session.compaction_runs.filter(status=CompactionRun.Status.DONE).update(
         status=CompactionRun.Status.REVERTED, reverted_at=timezone.now()
     )
+    search.forget_summaries(session_id=session.pk)
+    transaction.on_commit(search.index_after_purge)
     session.active_tokens = session.system_prompt_tokens
     session.history_tokens = 0
     session.save(update_fields=["active_tokens", "history_tokens"])
@@ -170,6 +176,12 @@ class Reserved:
     compaction_threshold: int | None
     memory_type: str = MemoryType.CONVERSATION_HISTORY
     pending_scratch: int = 0
+    search_indexed_seq: int = 0
+
+    def woke_search_index(self, appended: int) -> bool:
+        """Whether the session's messages were all indexed before this append: then this append
+        is the one that wakes the indexer (while it is behind, later appends need not)."""
+        return self.search_indexed_seq == self.last_seq - appended
 
     @property
     def over_threshold(self) -> bool:
@@ -181,7 +193,7 @@ class Reserved:
 _RESERVE_SQL = (
     f"UPDATE {Session._meta.db_table} SET last_seq = last_seq + %s, active_tokens = active_tokens + %s, "  # noqa: S608
     "history_tokens = history_tokens + %s, updated_at = %s WHERE id = %s AND team_id = %s "
-    "RETURNING last_seq, active_tokens, compaction_threshold, memory_type, pending_scratch"
+    "RETURNING last_seq, active_tokens, compaction_threshold, memory_type, pending_scratch, search_indexed_seq"
 )
 
 
@@ -213,6 +225,7 @@ def _reserve_seqs(*, session_id: uuid.UUID, team_id: int, count: int, added_toke
         compaction_threshold=row[2],
         memory_type=row[3],
         pending_scratch=int(row[4]),
+        search_indexed_seq=int(row[5]),
     )
 
 
@@ -242,7 +255,8 @@ def _numbered_insert_sql(count: int, attnames: tuple[str, ...]) -> str:
         f"i AS (INSERT INTO {quote(Message._meta.db_table)} ({columns}) "
         f"SELECT {selected} FROM s, (VALUES {', '.join([values] * count)}) AS v ({', '.join(names)}) "
         "RETURNING seq) "
-        "SELECT i.seq, s.active_tokens, s.compaction_threshold, s.memory_type, s.pending_scratch FROM i, s"
+        "SELECT i.seq, s.active_tokens, s.compaction_threshold, s.memory_type, s.pending_scratch, "
+        "s.search_indexed_seq FROM i, s"
     )
 
 
@@ -286,13 +300,14 @@ def _insert_numbered(*, session_id: uuid.UUID, team_id: int, rows: list[Message]
     for row in rows:
         row._state.adding = False
         row._state.db = connection.alias
-    _, active, threshold, memory_type, pending_scratch = results[0]
+    _, active, threshold, memory_type, pending_scratch, search_indexed_seq = results[0]
     return Reserved(
         last_seq=rows[-1].seq,
         active_tokens=int(active),
         compaction_threshold=threshold,
         memory_type=memory_type,
         pending_scratch=int(pending_scratch),
+        search_indexed_seq=int(search_indexed_seq),
     )
 
 
@@ -450,6 +465,8 @@ def _append(
             # leaves that transaction usable for the replay lookup below.
             with nullcontext() if connection.get_autocommit() else transaction.atomic():
                 reserved = _insert_numbered(session_id=session_id, team_id=team_id, rows=rows)
+                if reserved.woke_search_index(len(rows)):
+                    search.wake_on_commit(team_id=team_id)
                 if reserved.over_threshold:
                     _queue_compaction(session_id)
                 if reserved.memory_type == MemoryType.KG:
@@ -465,6 +482,8 @@ def _append(
                 _check_tool_results(session_id=session_id, messages=messages, path=path)
                 _number(rows, last=reserved.last_seq)
                 Message.objects.bulk_create(rows)
+                if reserved.woke_search_index(len(rows)):
+                    search.wake_on_commit(team_id=team_id)
                 if reserved.over_threshold:
                     _queue_compaction(session_id)
                 if reserved.memory_type == MemoryType.KG:
@@ -506,6 +525,7 @@ def message_update(*, message: Message, data: Mapping[str, Any]) -> Message:
     message.token_count = _count_tokens({field: getattr(message, field) for field in MESSAGE_FIELDS})
     message.save(update_fields=[*changed, "token_count", "updated_at"])
     _recount_active_tokens(message.session_id)
+    search.index_message_edit(message=message)
     return message
 
 

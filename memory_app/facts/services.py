@@ -29,6 +29,7 @@ from memory_app.events.services import event_record
 from memory_app.facts.models import Fact
 from memory_app.facts.output import normalize_term
 from memory_app.facts.selectors import term_key
+from memory_app.search import services as search
 from memory_app.tenancy.models import Team
 from memsite.errors import Conflict, InvalidInput
 
@@ -200,6 +201,7 @@ def write_facts(
         written[item.key] = fact
     for key in sorted(winners.values()):
         outcome.invalidated += _invalidate_rivals(written[key], now)
+    search.index_facts(team_id=team_id, facts=[*outcome.added, *outcome.invalidated])
     return outcome
 
 
@@ -276,6 +278,7 @@ def fact_invalidate(*, fact: Fact) -> Fact:
         locked.invalidated_at = timezone.now()
         locked.save(update_fields=["invalidated_at", "updated_at"])
         _event(locked, MemoryEvent.Kind.FACT_INVALIDATED, reason="removed")
+        search.index_facts(team_id=locked.team_id, facts=[locked])
     return locked
 
 
@@ -320,6 +323,8 @@ def fact_update(*, fact: Fact, data: Mapping[str, Any]) -> Fact:
             "The same fact is already live in this scope.",
             fields={"invalidated" if restoring else "object": ["an identical live fact exists"]},
         ) from exc
+    replaced: list[Fact] = []
     if locked.invalidated_at is None and is_single_valued(locked.predicate_norm):
-        _invalidate_rivals(locked, timezone.now())
+        replaced = _invalidate_rivals(locked, timezone.now())
+    search.index_facts(team_id=locked.team_id, facts=[locked, *replaced])
     return locked

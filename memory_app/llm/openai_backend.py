@@ -1,4 +1,5 @@
-"""Any OpenAI-compatible server through the openai SDK. The only module importing `openai`.
+"""Any OpenAI-compatible server through the openai SDK: with the embeddings backend
+(memory_app.search.embeddings.openai_backend), the only modules importing `openai`.
 
 SDK retries are off: retrying is the job system's decision (Celery, with backoff and the
 server's Retry-After), so one attempt here is exactly one HTTP request.

@@ -22,6 +22,7 @@ from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
 from memory_app.rounds.models import Attachment, Round, SharedMemoryEntry
 from memory_app.rounds.selectors import SESSION_KEY, SHARED_MEMORY_KEY
+from memory_app.search import services as search
 from memory_app.tenancy.models import Team
 from memory_client.vocabulary.conversation import ATTACHMENT_TYPES, ROUND_STATES, SCOPES, new_id
 from memsite.errors import Conflict, InvalidInput
@@ -192,7 +193,7 @@ def _entry_insert(
 ) -> SharedMemoryEntry:
     try:
         with transaction.atomic():
-            return SharedMemoryEntry.objects.create(
+            entry = SharedMemoryEntry.objects.create(
                 team_id=session.team_id,
                 session=session,
                 round=round_,
@@ -203,6 +204,8 @@ def _entry_insert(
                 content=content,
                 created_by=created_by,
             )
+            search.index_shared_memory(team_id=session.team_id, entries=[entry])
+            return entry
     except IntegrityError as exc:
         raise Conflict(
             f"Shared memory entry {entry_id!r} already exists in this session.",

@@ -57,3 +57,12 @@ class ApiDocsAccess(BasePermission):
             return True
         user = request.user
         return bool(user is not None and user.is_authenticated)
+
+
+class HasAnyTeamKey(BasePermission):
+    """For a POST that only reads (a search with a body): read keys may make it too."""
+
+    message = "A valid API key is required for this request."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return isinstance(request.auth, ApiKey)

@@ -56,8 +56,11 @@ def team_delete(*, team: Team) -> None:
     and the admin log lines that named its rows. Users stay: they are people, not team data."""
     from django.contrib.admin.models import LogEntry
 
+    from memory_app.search.services import index_after_purge  # the index sits above tenancy
+
     LogEntry.objects.filter(pk__in=_admin_log_entries_of(team)).delete()
     team.delete()
+    transaction.on_commit(index_after_purge)
 
 
 def api_key_create(

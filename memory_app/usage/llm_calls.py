@@ -124,7 +124,14 @@ def llm_complete(
     return result
 
 
-def context_served_record(*, session: Session, agent: str, served_tokens: int) -> None:
+def context_served_record(
+    *,
+    session: Session,
+    agent: str,
+    served_tokens: int,
+    recall_query: str = "",
+    recalled: list[dict[str, Any]] | None = None,
+) -> None:
     """Ledger row for one context served: what the raw history would have cost beside what was
     sent. Written in batches (memory_app/context_ledger.py): a context read is every agent turn."""
     context_ledger.record(
@@ -134,6 +141,8 @@ def context_served_record(*, session: Session, agent: str, served_tokens: int) -
             agent=agent[:200],
             raw_tokens=session.system_prompt_tokens + session.history_tokens,
             served_tokens=served_tokens,
+            recall_query=recall_query[:1000],
+            recalled=recalled or [],
             created_at=timezone.now(),
         )
     )

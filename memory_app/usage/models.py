@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from memory_app.conversations.models import Session
 from memory_app.tenancy.models import Team
+from memsite.fields import JSONField
 
 
 class LLMCall(models.Model):
@@ -65,6 +66,9 @@ class ContextServe(models.Model):
     agent = models.CharField(max_length=200, blank=True)
     raw_tokens = models.PositiveBigIntegerField()
     served_tokens = models.PositiveIntegerField()
+    # The memories recall injected into this context ({kind, id, item_id, score}) and what for.
+    recall_query = models.CharField(max_length=1000, blank=True)
+    recalled = JSONField(default=list, blank=True)
     # When the context was served, not when its batch was written (memory_app/context_ledger.py).
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 

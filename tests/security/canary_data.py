@@ -209,7 +209,18 @@ def fill_session(
         ),
         200,
     )
+    index_everything()
     return Filled(session_id=sid)
+
+
+def index_everything() -> None:
+    """What the search index's worker does: every pending index run, so recall holds the canary too."""
+    from memory_app.search import services as search
+    from memory_app.search.models import IndexRun
+
+    search.search_index_sweep()
+    for run in IndexRun.objects.filter(status=IndexRun.Status.PENDING):
+        search.search_index_execute(run_id=str(run.pk))
 
 
 def fill_team(*, team: Team, admin: APIClient, canary: str) -> None:

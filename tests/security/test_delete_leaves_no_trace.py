@@ -38,6 +38,16 @@ def database_dump() -> str:
     return "\n".join(connection.connection.iterdump())
 
 
+def full_text_index_holds(canary: str) -> bool:
+    """SQLite's FTS5 keeps terms in binary segments (hex in a dump): look inside them. PostgreSQL's
+    tsvector is a column of the item row, gone with it."""
+    if connection.vendor != "sqlite":
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT block FROM memory_app_searchitem_fts_data")
+        return any(canary.lower().encode() in bytes(block or b"") for (block,) in cursor.fetchall())
+
+
 def tables_containing(dump: str, canary: str) -> set[str]:
     """The tables whose rows hold the canary (COPY blocks on PostgreSQL, INSERTs on SQLite)."""
     found: set[str] = set()
@@ -75,6 +85,7 @@ SESSION_TABLES = {
     "memory_app_fact",
     "memory_app_factextractionrun",
     "experiences_app_selectionlog",
+    "memory_app_searchitem",  # recall's index: the text of messages, facts, records, summaries ...
 }
 
 
@@ -85,6 +96,7 @@ def test_deleting_a_session_through_the_api_leaves_no_trace_in_the_database(tena
     )
     before = tables_containing(database_dump(), SESSION_CANARY)
     assert SESSION_TABLES <= before, sorted(SESSION_TABLES - before)
+    assert full_text_index_holds(SESSION_CANARY) == (connection.vendor == "sqlite")
     # A second session of the same team stays untouched.
     keep = tenant.client.post("/api/v1/sessions/", {"system_prompt": "KEEPME"}, format="json").json()["id"]
 
@@ -93,6 +105,7 @@ def test_deleting_a_session_through_the_api_leaves_no_trace_in_the_database(tena
     assert response.status_code == 204, response.content
     dump = database_dump()
     assert tables_containing(dump, SESSION_CANARY) == set()
+    assert not full_text_index_holds(SESSION_CANARY)
     assert "KEEPME" in dump and tenant.team.sessions.filter(pk=keep).exists()
     assert Experience.objects.filter(team=tenant.team, exp_id="canary-exp").exists()  # team data stays
 

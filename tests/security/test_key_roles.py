@@ -51,6 +51,7 @@ for _name in (
     role(_name, "get", READ)
 role("experience-diff", "get", READ, {"a": 1, "b": 1})
 role("fact-graph", "get", READ, {"entity": "sky"})
+role("search", "post", READ, {"query": "sky"})  # a search only reads
 
 # agents: their own conversations, memory records, rounds and drafts
 role("session-list", "post", WRITE, {"system_prompt": "x"})

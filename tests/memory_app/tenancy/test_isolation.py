@@ -85,6 +85,7 @@ COLLECTION_ROUTES = {
     "usage": ("get",),
     "event-stream": ("get",),
     "webhook-list": ("get", "post"),
+    "search": ("post",),
 }
 
 
@@ -202,6 +203,20 @@ def test_events_of_another_teams_session_are_404_and_never_listed(victim, other_
         "experience_approved",
         "reset",
     ]
+
+
+def test_a_search_never_finds_another_teams_memory(victim, other_tenant, tenant):
+    from memory_app.search import services as search
+    from memory_app.search.models import IndexRun
+
+    for run in IndexRun.objects.filter(status=IndexRun.Status.PENDING):
+        search.search_index_execute(run_id=str(run.pk))
+    assert search.search_index_sweep()["woken"] == 0  # the victim's memory is all indexed
+    body = {"query": "secret", "include_invalidated": True, "limit": 50}
+    assert other_tenant.client.post("/api/v1/search/", body, format="json").json()["results"] == []
+    assert other_tenant.client.post("/api/v1/search/", {**body, "session": victim[0]}, format="json").status_code == 404
+    kinds = {hit["kind"] for hit in tenant.client.post("/api/v1/search/", body, format="json").json()["results"]}
+    assert {"message", "fact", "record", "shared_memory", "experience"} <= kinds
 
 
 def test_creating_and_importing_land_in_the_callers_team(victim, other_tenant):

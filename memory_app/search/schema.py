@@ -1,0 +1,130 @@
+"""The parts of the search index that Django's schema editor cannot describe, created by the
+migration and checked by the system check: the full-text index of each engine, and pgvector's
+column and HNSW indexes where the database has the extension.
+
+PostgreSQL: a generated `tsvector` column with a GIN index, so the text and its lexemes can never
+disagree. SQLite: an FTS5 table over the item table's text (external content), kept by triggers,
+so an item's full-text row goes with it whatever deletes it (a CASCADE from its session included).
+pgvector: one untyped `vector` column, and one HNSW index per embedding dimension on the column
+cast to that dimension, limited to the rows of that dimension: vectors of two models never meet
+in one index or one search.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import connection as default_connection
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+log = logging.getLogger(__name__)
+
+TABLE = "memory_app_searchitem"
+FTS_TABLE = f"{TABLE}_fts"
+TS_CONFIG = "english"
+
+_POSTGRES_LEXICAL = [
+    f"ALTER TABLE {TABLE} ADD COLUMN search_tsv tsvector GENERATED ALWAYS AS (to_tsvector('{TS_CONFIG}', text)) STORED",
+    f"CREATE INDEX search_item_tsv ON {TABLE} USING gin (search_tsv)",
+]
+# Table names are this module's constants; no value comes from outside.
+_SQLITE_LEXICAL = [
+    f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(text, content='{TABLE}', content_rowid='id', "
+    "tokenize='porter unicode61 remove_diacritics 2')",
+    f"CREATE TRIGGER {TABLE}_fts_insert AFTER INSERT ON {TABLE} BEGIN "  # noqa: S608
+    f"INSERT INTO {FTS_TABLE}(rowid, text) VALUES (new.id, new.text); END",
+    f"CREATE TRIGGER {TABLE}_fts_delete AFTER DELETE ON {TABLE} BEGIN "  # noqa: S608
+    f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, text) VALUES ('delete', old.id, old.text); END",
+    f"CREATE TRIGGER {TABLE}_fts_update AFTER UPDATE OF text ON {TABLE} BEGIN "  # noqa: S608
+    f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, text) VALUES ('delete', old.id, old.text); "
+    f"INSERT INTO {FTS_TABLE}(rowid, text) VALUES (new.id, new.text); END",
+]
+_SQLITE_LEXICAL_DROP = [
+    f"DROP TRIGGER IF EXISTS {TABLE}_fts_insert",
+    f"DROP TRIGGER IF EXISTS {TABLE}_fts_delete",
+    f"DROP TRIGGER IF EXISTS {TABLE}_fts_update",
+    f"DROP TABLE IF EXISTS {FTS_TABLE}",
+]
+
+
+def install_lexical(connection: BaseDatabaseWrapper) -> None:
+    statements = _POSTGRES_LEXICAL if connection.vendor == "postgresql" else _SQLITE_LEXICAL
+    with connection.cursor() as cursor:
+        for statement in statements:
+            cursor.execute(statement)
+
+
+def uninstall_lexical(connection: BaseDatabaseWrapper) -> None:
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cursor:
+            for statement in _SQLITE_LEXICAL_DROP:
+                cursor.execute(statement)
+
+
+def pgvector_available(connection: BaseDatabaseWrapper = default_connection) -> bool:
+    """Whether the database server has the extension to install (not whether it is installed)."""
+    if connection.vendor != "postgresql":
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
+        return cursor.fetchone() is not None
+
+
+def pgvector_installed(connection: BaseDatabaseWrapper = default_connection) -> bool:
+    """Whether the item table has its vector column: the vector engine is pgvector."""
+    if connection.vendor != "postgresql":
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM information_schema.columns WHERE table_name = %s AND column_name = 'embedding_vec' "
+            "AND table_schema = current_schema()",
+            [TABLE],
+        )
+        return cursor.fetchone() is not None
+
+
+def install_pgvector(connection: BaseDatabaseWrapper = default_connection) -> bool:
+    """Add the vector column when the server has pgvector; returns whether the column exists.
+
+    Run by the migration (so a database with the extension gets it at migrate time) and by
+    `manage.py reindex` (for an extension installed later). A server without the extension,
+    or a role that may not create it, keeps the exact-cosine engine.
+    """
+    if pgvector_installed(connection):
+        return True
+    if not pgvector_available(connection):
+        return False
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SAVEPOINT memsite_pgvector")
+            cursor.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            cursor.execute(f"ALTER TABLE {TABLE} ADD COLUMN embedding_vec vector")
+            cursor.execute("RELEASE SAVEPOINT memsite_pgvector")
+    except Exception as exc:  # psycopg's InsufficientPrivilege and kin: stay on exact cosine
+        with connection.cursor() as cursor:
+            cursor.execute("ROLLBACK TO SAVEPOINT memsite_pgvector")
+        log.warning("pgvector is available but could not be enabled (%s); search uses exact cosine", exc)
+        return False
+    return True
+
+
+def vector_index_name(dimension: int) -> str:
+    return f"search_item_vec_{int(dimension)}"
+
+
+def ensure_vector_index(dimension: int, connection: BaseDatabaseWrapper = default_connection) -> None:
+    """The HNSW index for vectors of `dimension` (created once, when the first ones are written)."""
+    dim = int(dimension)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE INDEX IF NOT EXISTS {vector_index_name(dim)} ON {TABLE} "
+            f"USING hnsw ((embedding_vec::vector({dim})) vector_cosine_ops) WHERE embedding_dim = {dim}"
+        )
+
+
+def optimize_lexical(connection: BaseDatabaseWrapper = default_connection) -> None:
+    """SQLite's FTS5 keeps a deleted row's terms in its segments until they merge: after a purge,
+    merge them now, so no trace of purged text stays in the index."""
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('optimize')")  # noqa: S608

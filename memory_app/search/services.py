@@ -1,0 +1,485 @@
+"""Keeping the search index up to date: what other domains call when they write, and the
+durable job (claim, batch, retry, sweep) that embeds what they wrote, on the "search" queue.
+
+Nothing slow runs on a request. Messages cost an append nothing: the append's own session-row
+UPDATE tells whether the session was caught up (`search_indexed_seq`), and only then does it wake
+the indexer; the job reads the messages after the session's cursor. Other sources (facts,
+summaries, agent record entries, experiences, shared memory) are written rarely: their writers
+store the text to index as pending items in their own transaction (`index_docs`), so an edit is
+never lost between the write and the job. Vectors are computed by the job, outside any
+transaction, and written only if the item's text is still the one that was embedded.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from memory_app import jobs
+from memory_app.agent_records.models import AgentMemoryEntry
+from memory_app.compaction.models import CompactionRun
+from memory_app.conversations.models import Message, Session
+from memory_app.facts.models import Fact
+from memory_app.rounds.models import Attachment, SharedMemoryEntry
+from memory_app.search import documents, schema
+from memory_app.search.documents import Doc
+from memory_app.search.embeddings import get_embedder
+from memory_app.search.embeddings.base import EmbeddingBackend, EmbeddingPermanentError, EmbeddingTransientError
+from memory_app.search.models import IndexRun, SearchItem, SearchKind
+
+log = logging.getLogger(__name__)
+Status = IndexRun.Status
+State = SearchItem.State
+
+JOB = jobs.JobKind(
+    model=IndexRun,
+    task="memory_app.tasks.index_search",
+    queue_setting="SEARCH_QUEUE",
+    pending=Status.PENDING,
+    active=Status.RUNNING,
+    done=Status.DONE,
+    failed=Status.FAILED,
+    max_attempts_setting="SEARCH_MAX_ATTEMPTS",
+    backoff_setting="SEARCH_RETRY_BACKOFF",
+    resend_after_setting="SEARCH_RESEND_AFTER",
+    deadline_setting="SEARCH_RUNNING_DEADLINE",
+    queued_field="queued_at",
+    claimed_field="started_at",
+    finished_field="finished_at",
+    duration_field="duration_ms",
+    claim_when_due=True,
+)
+
+SESSIONS_PER_STEP = 20  # sessions whose new messages one step turns into items
+MESSAGES_PER_SESSION_STEP = 500
+_LINK_FIELDS = {
+    "session_id",
+    "message_id",
+    "compaction_run_id",
+    "fact_id",
+    "record_entry_id",
+    "shared_memory_id",
+    "attachment_id",
+}
+
+
+# --- what writers call --------------------------------------------------------------------------
+
+
+def index_request(*, team_id: int, trigger: str = IndexRun.Trigger.WRITE) -> None:
+    """Make sure a pending index run exists for the team, and send it when the caller's
+    transaction commits. Cheap when one is already waiting (one indexed read)."""
+    if IndexRun.objects.filter(team_id=team_id, status=Status.PENDING).exists():
+        return
+    try:
+        with transaction.atomic():
+            run = IndexRun.objects.create(team_id=team_id, trigger=trigger)
+    except IntegrityError:  # a concurrent writer queued it between our check and insert
+        return
+    jobs.send(JOB, run.pk, on_commit=True)
+
+
+def wake_on_commit(*, team_id: int) -> None:
+    """For the append path: queue the team's index run once the append's transaction commits
+    (at once in autocommit), so a rolled-back append queues nothing."""
+    transaction.on_commit(lambda: index_request(team_id=team_id))
+
+
+def _item_fields(doc: Doc) -> dict[str, Any]:
+    links = {name: value for name, value in doc.links.items() if name in _LINK_FIELDS and value is not None}
+    return {
+        **links,
+        "agent": (doc.agent or "")[:200],
+        "role": (doc.role or "")[:200],
+        "seq": doc.seq,
+        "occurred_at": doc.occurred_at or timezone.now(),
+        "valid_from": doc.valid_from,
+        "invalidated_at": doc.invalidated_at,
+    }
+
+
+def index_docs(*, team_id: int, docs: Iterable[Doc], sources: Iterable[tuple[str, str]] = (), wake: bool = True) -> int:
+    """Store these pieces of text as the whole of their sources' index entries.
+
+    A piece whose text is unchanged keeps its vector (only what a search filters on is
+    refreshed); a changed one goes back to pending; pieces a source no longer has are deleted.
+    `sources` names (kind, source_key) pairs that now have no text at all. Returns how many
+    pieces need embedding.
+    """
+    by_source: dict[tuple[str, str], dict[int, Doc]] = {key: {} for key in sources}
+    for doc in docs:  # a source given twice: its last state wins
+        by_source.setdefault((doc.kind, doc.source_key), {})[doc.chunk] = doc
+    if not by_source:
+        return 0
+    stale = 0
+    with transaction.atomic():
+        for (kind, source_key), pieces in by_source.items():
+            ordered = [pieces[chunk] for chunk in sorted(pieces)]
+            stale += _store_source(team_id=team_id, kind=kind, source_key=source_key, pieces=ordered)
+    if stale and wake:
+        index_request(team_id=team_id)
+    return stale
+
+
+def _store_source(*, team_id: int, kind: str, source_key: str, pieces: Sequence[Doc]) -> int:
+    existing = {
+        item.chunk: item
+        for item in SearchItem.objects.filter(team_id=team_id, kind=kind, source_key=source_key).only(
+            "id", "chunk", "text_hash"
+        )
+    }
+    SearchItem.objects.filter(team_id=team_id, kind=kind, source_key=source_key, chunk__gte=len(pieces)).delete()
+    created: list[SearchItem] = []
+    stale = 0
+    for doc in pieces:
+        fields = _item_fields(doc)
+        item = existing.get(doc.chunk)
+        if item is None:
+            created.append(
+                SearchItem(
+                    team_id=team_id,
+                    kind=kind,
+                    source_key=source_key,
+                    chunk=doc.chunk,
+                    text=doc.text,
+                    text_hash=doc.text_hash,
+                    **fields,
+                )
+            )
+            stale += 1
+        elif item.text_hash != doc.text_hash:
+            SearchItem.objects.filter(pk=item.pk).update(
+                text=doc.text, text_hash=doc.text_hash, state=State.PENDING, error="", **fields
+            )
+            stale += 1
+        else:
+            SearchItem.objects.filter(pk=item.pk).update(**fields)
+    SearchItem.objects.bulk_create(created)
+    return stale
+
+
+def index_forget(*, team_id: int, kind: str, source_keys: Iterable[str]) -> int:
+    """Remove the index entries of sources that were deleted (those without a foreign key here:
+    experiences). Returns how many pieces went."""
+    deleted, _ = SearchItem.objects.filter(team_id=team_id, kind=kind, source_key__in=list(source_keys)).delete()
+    return deleted
+
+
+def index_after_purge() -> None:
+    """After a session or team was deleted: no trace of its text may stay in the full-text index."""
+    schema.optimize_lexical()
+
+
+# --- per-source helpers the writing domains call ---------------------------------------------------
+
+
+def index_facts(*, team_id: int, facts: Iterable[Fact]) -> int:
+    return index_docs(team_id=team_id, docs=[doc for fact in facts for doc in documents.fact_docs(fact)])
+
+
+def index_summary(*, run: CompactionRun, agent: str = "") -> int:
+    return index_docs(
+        team_id=run.team_id,
+        docs=list(documents.summary_docs(run, agent=agent)),
+        sources=[(SearchKind.SUMMARY, str(run.pk))],
+    )
+
+
+def forget_summaries(*, session_id: Any) -> int:
+    """Reverted summaries no longer stand for anything: their text leaves the index."""
+    reverted = CompactionRun.objects.filter(session_id=session_id).exclude(status=CompactionRun.Status.DONE)
+    deleted, _ = SearchItem.objects.filter(kind=SearchKind.SUMMARY, compaction_run__in=reverted).delete()
+    return deleted
+
+
+def index_record_entries(*, team_id: int, entries: Iterable[AgentMemoryEntry], session_id: Any, agent: str) -> int:
+    entries = list(entries)
+    docs = [doc for entry in entries for doc in documents.record_entry_docs(entry, session_id=session_id, agent=agent)]
+    return index_docs(team_id=team_id, docs=docs, sources=[(SearchKind.RECORD, str(e.pk)) for e in entries])
+
+
+def index_shared_memory(*, team_id: int, entries: Iterable[SharedMemoryEntry]) -> int:
+    entries = list(entries)
+    docs = [doc for entry in entries for doc in documents.shared_memory_docs(entry)]
+    return index_docs(team_id=team_id, docs=docs, sources=[(SearchKind.SHARED_MEMORY, str(e.pk)) for e in entries])
+
+
+def index_message_edit(*, message: Message) -> int:
+    """An edited message (and its text attachments) is indexed again if it was indexed before;
+    otherwise the job will read it when it reaches its seq."""
+    indexed_through, team_id = (
+        Session.objects.filter(pk=message.session_id).values_list("search_indexed_seq", "team_id").get()
+    )
+    if message.seq > indexed_through:
+        return 0
+    return index_docs(
+        team_id=team_id, docs=list(documents.message_docs(message)), sources=[(SearchKind.MESSAGE, str(message.pk))]
+    )
+
+
+# --- the job ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Progress:
+    messages_read: int = 0
+    indexed: int = 0
+    failed: int = 0
+
+
+def search_index_execute(*, run_id: str) -> str:
+    """Bring the run's team's index up to date: turn new messages into items, then embed pending
+    items in batches, until nothing is left or SEARCH_RUN_SECONDS have passed (a follow-up run
+    takes the rest). A transient embedding error retries the run with backoff; a text the backend
+    refuses marks that item failed and the run goes on."""
+    if not jobs.claim(JOB, run_id):
+        return jobs.ALREADY_CLAIMED
+    run = IndexRun.objects.get(pk=run_id)
+    started = time.monotonic()
+    progress = Progress()
+    embedder = get_embedder()
+    more = False
+    try:
+        while True:
+            read = _materialize_messages(team_id=run.team_id)
+            progress.messages_read += read
+            embedded = _embed_batch(team_id=run.team_id, embedder=embedder, progress=progress)
+            if not read and not embedded:
+                break
+            if time.monotonic() - started > settings.SEARCH_RUN_SECONDS:
+                more = True
+                break
+    except EmbeddingTransientError as exc:
+        return jobs.retry_or_fail(
+            JOB, run, error=str(exc), retry_after=exc.retry_after, started=started, fields=_counts(progress)
+        )
+    jobs.complete(
+        JOB,
+        run,
+        fields={
+            **_counts(progress),
+            "embedding_model": embedder.model,
+            "duration_ms": int((time.monotonic() - started) * 1000),
+        },
+    )
+    if more or _has_backlog(run.team_id):
+        index_request(team_id=run.team_id)
+    return "done"
+
+
+def _counts(progress: Progress) -> dict[str, int]:
+    return {"items_indexed": progress.indexed, "items_failed": progress.failed, "messages_read": progress.messages_read}
+
+
+def _dirty_sessions(team_id: int | None = None) -> Any:
+    sessions = Session.objects.filter(last_seq__gt=F("search_indexed_seq"))
+    return sessions.filter(team_id=team_id) if team_id is not None else sessions
+
+
+def _has_backlog(team_id: int) -> bool:
+    return _dirty_sessions(team_id).exists() or SearchItem.objects.filter(team_id=team_id, state=State.PENDING).exists()
+
+
+def _materialize_messages(*, team_id: int) -> int:
+    """Turn the messages after each session's cursor into items (a step's worth); returns how many were read."""
+    read = 0
+    for session in _dirty_sessions(team_id).only("id", "team_id", "last_seq", "search_indexed_seq", "metadata")[
+        :SESSIONS_PER_STEP
+    ]:
+        read += _materialize_session(session)
+    return read
+
+
+def _materialize_session(session: Session) -> int:
+    cursor = session.search_indexed_seq
+    through = min(session.last_seq, cursor + MESSAGES_PER_SESSION_STEP)
+    messages = list(Message.objects.filter(session_id=session.pk, seq__gt=cursor, seq__lte=through).order_by("seq"))
+    attachments = Attachment.objects.filter(message__in=[m.pk for m in messages]).order_by("message_id", "position")
+    by_message: dict[Any, list[Attachment]] = {}
+    for attachment in attachments:
+        by_message.setdefault(attachment.message_id, []).append(attachment)
+    agent = session.agent_name
+    docs: list[Doc] = []
+    for message in messages:
+        docs.extend(documents.message_docs(message, agent=agent))
+        for attachment in by_message.get(message.pk, []):
+            docs.extend(documents.attachment_docs(attachment, message, agent=agent))
+    with transaction.atomic():
+        # Only if no other execution moved the cursor meanwhile (the sweeper's copy of this run).
+        if not Session.objects.filter(pk=session.pk, search_indexed_seq=cursor).update(search_indexed_seq=through):
+            return 0
+        index_docs(team_id=session.team_id, docs=docs, wake=False)
+    return len(messages)
+
+
+def _embed_batch(*, team_id: int, embedder: EmbeddingBackend, progress: Progress) -> int:
+    """Embed one batch of the team's pending items; returns how many it took."""
+    batch = list(
+        SearchItem.objects.filter(team_id=team_id, state=State.PENDING)
+        .order_by("id")
+        .values_list("id", "text", "text_hash")[: settings.SEARCH_EMBED_BATCH]
+    )
+    if not batch:
+        return 0
+    try:
+        vectors = embedder.embed([text for _, text, _ in batch], purpose="document")
+    except EmbeddingPermanentError:
+        vectors = _embed_one_by_one(batch, embedder, progress)
+    _store_vectors(batch, vectors, embedder)
+    progress.indexed += sum(1 for vector in vectors if vector is not None)
+    return len(batch)
+
+
+def _embed_one_by_one(batch: list[tuple[int, str, str]], embedder: EmbeddingBackend, progress: Progress) -> list[Any]:
+    """The backend refused the batch: find the texts it refuses, mark them failed, embed the rest."""
+    vectors: list[Any] = []
+    for item_id, text, text_hash in batch:
+        try:
+            vectors.append(embedder.embed([text], purpose="document")[0])
+        except EmbeddingPermanentError as exc:
+            SearchItem.objects.filter(pk=item_id, text_hash=text_hash).update(state=State.FAILED, error=str(exc)[:500])
+            progress.failed += 1
+            vectors.append(None)
+    return vectors
+
+
+_vector_indexes: set[int] = set()  # dimensions whose HNSW index this process has made sure of
+
+
+def _store_vectors(batch: list[tuple[int, str, str]], vectors: Sequence[Any], embedder: EmbeddingBackend) -> None:
+    now = timezone.now()
+    use_pgvector = schema.pgvector_installed()
+    if use_pgvector and embedder.dimension not in _vector_indexes:
+        schema.ensure_vector_index(embedder.dimension)
+        _vector_indexes.add(embedder.dimension)
+    with transaction.atomic():
+        for (item_id, _, text_hash), vector in zip(batch, vectors, strict=True):
+            if vector is None:
+                continue
+            values = np.asarray(vector, dtype="<f4")
+            changes: dict[str, Any] = {
+                "embedding": values.tobytes(),
+                "embedding_model": embedder.model,
+                "embedding_dim": int(values.shape[0]),
+                "state": State.INDEXED,
+                "indexed_at": now,
+                "error": "",
+            }
+            # Written only if the text is still what was embedded: an edit meanwhile left it pending.
+            if SearchItem.objects.filter(pk=item_id, text_hash=text_hash).update(**changes) and use_pgvector:
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        f"UPDATE {schema.TABLE} SET embedding_vec = %s::vector WHERE id = %s",  # noqa: S608
+                        [_pgvector_literal(values), item_id],
+                    )
+
+
+def _pgvector_literal(values: np.ndarray) -> str:
+    return "[" + ",".join(f"{value:.7g}" for value in values.tolist()) + "]"
+
+
+# --- sweeping and re-indexing ---------------------------------------------------------------------
+
+
+def search_index_sweep() -> dict[str, int]:
+    """The lifecycle's sweep of index runs, plus a run for every team with unindexed messages or
+    pending items and none waiting (a lost wake-up, a crash between a write and its send)."""
+    counts = jobs.sweep(JOB)
+    waiting = IndexRun.objects.filter(status__in=JOB.unfinished).values_list("team_id", flat=True)
+    teams = set(_dirty_sessions().exclude(team_id__in=waiting).values_list("team_id", flat=True)[:500])
+    teams |= set(
+        SearchItem.objects.filter(state=State.PENDING)
+        .exclude(team_id__in=waiting)
+        .values_list("team_id", flat=True)
+        .distinct()[:500]
+    )
+    for team_id in teams:
+        index_request(team_id=team_id, trigger=IndexRun.Trigger.SWEEP)
+    return {**counts, "woken": len(teams)}
+
+
+def search_reindex(*, team_id: int | None = None, kind: str | None = None) -> dict[str, int]:
+    """Rebuild the index from the sources: every piece is compared with its source's text (an
+    unchanged one keeps its vector), pieces of a source that is gone are deleted, and vectors made
+    by another model than the configured one are computed again. Returns counts per step."""
+    from django.apps import apps
+
+    counts = {"sources": 0, "stale": 0, "reembed": 0, "teams": 0}
+    scope = Q(team_id=team_id) if team_id is not None else Q()
+    kinds = [kind] if kind else [choice for choice, _ in SearchKind.choices]
+    if SearchKind.MESSAGE in kinds or SearchKind.ATTACHMENT in kinds:
+        counts["sources"] += Session.objects.filter(scope).update(search_indexed_seq=0)
+    providers = {
+        SearchKind.FACT: _fact_sources,
+        SearchKind.SUMMARY: _summary_sources,
+        SearchKind.RECORD: _record_sources,
+        SearchKind.SHARED_MEMORY: _shared_memory_sources,
+    }
+    experiences = apps.get_app_config("experiences_app")
+    for name in kinds:
+        if name == SearchKind.EXPERIENCE:
+            for owner, docs in experiences.experience_search_documents(team_id=team_id):
+                counts["stale"] += _replace_kind(team_id=owner, kind=name, docs=docs)
+        elif name in providers:
+            for owner, docs in providers[name](scope):
+                counts["stale"] += _replace_kind(team_id=owner, kind=name, docs=docs)
+    model = get_embedder().model
+    counts["reembed"] = (
+        SearchItem.objects.filter(scope, kind__in=kinds, state=State.INDEXED)
+        .exclude(embedding_model=model)
+        .update(state=State.PENDING)
+    )
+    teams = set(Session.objects.filter(scope).values_list("team_id", flat=True).distinct())
+    teams |= set(SearchItem.objects.filter(scope).values_list("team_id", flat=True).distinct())
+    for owner in teams:
+        index_request(team_id=owner, trigger=IndexRun.Trigger.REINDEX)
+    counts["teams"] = len(teams)
+    return counts
+
+
+def _replace_kind(*, team_id: int, kind: str, docs: list[Doc]) -> int:
+    keep = {doc.source_key for doc in docs}
+    orphans = SearchItem.objects.filter(team_id=team_id, kind=kind).exclude(source_key__in=keep)
+    orphans.delete()
+    return index_docs(team_id=team_id, docs=docs, wake=False)
+
+
+def _grouped(rows: Iterable[tuple[int, Doc]]) -> list[tuple[int, list[Doc]]]:
+    teams: dict[int, list[Doc]] = {}
+    for team_id, doc in rows:
+        teams.setdefault(team_id, []).append(doc)
+    return list(teams.items())
+
+
+def _fact_sources(scope: Q) -> list[tuple[int, list[Doc]]]:
+    return _grouped((fact.team_id, doc) for fact in Fact.objects.filter(scope) for doc in documents.fact_docs(fact))
+
+
+def _summary_sources(scope: Q) -> list[tuple[int, list[Doc]]]:
+    runs = CompactionRun.objects.filter(scope, status=CompactionRun.Status.DONE).select_related("session")
+    return _grouped(
+        (run.team_id, doc) for run in runs for doc in documents.summary_docs(run, agent=run.session.agent_name)
+    )
+
+
+def _record_sources(scope: Q) -> list[tuple[int, list[Doc]]]:
+    entries = AgentMemoryEntry.objects.filter(scope).select_related("memory")
+    return _grouped(
+        (entry.team_id, doc)
+        for entry in entries
+        for doc in documents.record_entry_docs(entry, session_id=entry.memory.session_id, agent=entry.memory.agent)
+    )
+
+
+def _shared_memory_sources(scope: Q) -> list[tuple[int, list[Doc]]]:
+    entries = SharedMemoryEntry.objects.filter(scope)
+    return _grouped((entry.team_id, doc) for entry in entries for doc in documents.shared_memory_docs(entry))
