@@ -5,6 +5,7 @@ from memory_app.dashboard import decorators as dashboard
 from memory_app.facts import pages as fact_pages
 from memory_app.ops import pages as ops_pages
 from memory_app.rounds import pages as round_pages
+from memory_app.search import pages as search_pages
 from memory_app.usage import pages as usage_pages
 from memory_app.webhooks import pages as webhook_pages
 
@@ -20,6 +21,7 @@ urlpatterns = [
         views.session_compaction_revert,
         name="compaction_revert",
     ),
+    path("search/", search_pages.search_page, name="search"),
     path("facts/", fact_pages.fact_list, name="facts"),
     path("facts/graph/", fact_pages.fact_graph, name="fact_graph"),
     path("facts/graph/data/", fact_pages.fact_graph_data, name="fact_graph_data"),
@@ -44,4 +46,5 @@ urlpatterns = [
     path("ops/", ops_pages.ops, name="ops"),
     path("ops/status/", ops_pages.ops_status, name="ops_status"),
     path("ops/jobs/<slug:kind>/<uuid:job_id>/retry/", ops_pages.ops_job_retry, name="ops_job_retry"),
+    path("ops/search/reindex/", ops_pages.ops_search_reindex, name="ops_search_reindex"),
 ]

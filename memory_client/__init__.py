@@ -45,6 +45,7 @@ _EXPORTS: dict[str, str] = {
     "RemoteKGMemory": "memory_client.kg",
     "RemoteManagedConversationMemory": "memory_client.managed",
     "Round": "memory_client.conversation",
+    "SearchQueryError": "memory_client.errors",
     "SharedMemoryEntry": "memory_client.conversation",
     "SlidingWindowConfig": "memory_client.config",
     "SummarizationConfig": "memory_client.config",
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
         MemoryConfigError,
         MessageError,
         NotFoundError,
+        SearchQueryError,
     )
     from memory_client.events import CompactionEvent, MemoryResetEvent
     from memory_client.kg import KGMemory, RemoteKGMemory, fact_to_dict
@@ -132,6 +134,7 @@ __all__ = [
     "RemoteKGMemory",
     "RemoteManagedConversationMemory",
     "Round",
+    "SearchQueryError",
     "SharedMemoryEntry",
     "SlidingWindowConfig",
     "SummarizationConfig",

@@ -80,3 +80,9 @@ class FactExtractionError(MemoryClientError):
 
 class FactExtractionTimeout(FactExtractionError, TimeoutError):
     """The run was still pending or running when the wait ran out; it may complete later."""
+
+
+class SearchQueryError(ApiError, ValueError):
+    """400 for a search or recall the server refused: empty or too long a query, an unknown kind,
+    a bad filter. `fields` names each bad argument, e.g. {"kinds[0]": ['"tweets" is not a valid
+    choice.']} (`since`/`until` for the API's `from`/`to`)."""

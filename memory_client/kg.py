@@ -39,6 +39,7 @@ from memory_client.errors import (
 from memory_client.events import EventSink, MemoryResetEvent, emit
 from memory_client.memory import MAX_LAST, ROLES, SessionBound, _as_uuid
 from memory_client.messages import AgentCallMsg, Message, ToolCallMsg
+from memory_client.search import relevant_ids
 from memory_client.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT, HttpApi, new_idempotency_key
 
 logger = logging.getLogger(__name__)
@@ -540,6 +541,24 @@ class RemoteKGMemory(SessionBound):
             if message is not None:
                 return _as_dict(_raw_entry(message))
         return None
+
+    def retrieve_relevant(self, query: str, n: int = 5) -> list[dict[str, Any]]:
+        """This session's n live facts most relevant to `query`, best first, as fact dicts.
+
+        Only facts: raw entries (the messages facts are extracted from) are left out, so one
+        piece of knowledge does not take two places. At most 50 come back.
+        """
+        if n <= 0:
+            return []
+        ids = relevant_ids(self._api, query, n=n, kinds=("fact",), session=self.session_id, id_field="fact_id")
+        relevant: list[dict[str, Any]] = []
+        for fact_id in ids:
+            fact = self._fact(fact_id)  # None when invalidated since it was indexed
+            if fact is not None:
+                relevant.append(fact_to_dict(fact))
+            if len(relevant) == n:
+                break
+        return relevant
 
     def facts(self, **filters: Any) -> list[dict[str, Any]]:
         """The session's facts as the API shows them (provenance, confidence, validity ...).

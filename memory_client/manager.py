@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -96,6 +97,42 @@ class MemoryManager:
     ) -> None:
         """Emit MemoryResetEvent (and, for managed memory, CompactionEvent) to `event_bus`."""
         self.memory_module.set_event_context(agent_name, event_bus, session_id)
+
+    def search(
+        self,
+        query: str,
+        *,
+        kinds: Sequence[str] | None = None,
+        session: str | None = None,
+        agent: str | None = None,
+        role: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        as_of: datetime | str | None = None,
+        include_invalidated: bool = False,
+        limit: int = 10,
+        explain: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Hybrid search over the team's memory, best first: every session unless `session` is
+        given (`session=manager.session_id` for this one). See ConversationMemory.search."""
+        return self.memory_module.search(
+            query,
+            kinds=kinds,
+            session=session,
+            agent=agent,
+            role=role,
+            since=since,
+            until=until,
+            as_of=as_of,
+            include_invalidated=include_invalidated,
+            limit=limit,
+            explain=explain,
+        )
+
+    def retrieve_relevant(self, query: str, n: int = 5) -> list[dict[str, Any]]:
+        """The memory's n entries most relevant to `query`, best first: messages of this session
+        for conversation memories, live facts for KG memory (each in its retrieve_recent shape)."""
+        return self.memory_module.retrieve_relevant(query, n)
 
     def extract_and_update_from_text(self, *args: Any, **kwargs: Any) -> Any:
         """The KG memory's extract_and_update_from_text (a coroutine to await); marsys's error otherwise."""

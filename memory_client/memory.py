@@ -14,6 +14,8 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Self, cast
 
@@ -31,6 +33,7 @@ from memory_client.messages import (
     convert_calls,
     image_url,
 )
+from memory_client.search import refused, relevant_ids, search_body, search_hits
 from memory_client.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT, HttpApi, new_idempotency_key
 from memory_client.turns import tail_cut
 from memory_client.vocabulary.messages import CHAT_MESSAGE_FIELDS, to_llm_dict
@@ -92,6 +95,48 @@ class SessionBound:
 
     def close(self) -> None:
         self._api.close()
+
+    def search(
+        self,
+        query: str,
+        *,
+        kinds: Sequence[str] | None = None,
+        session: str | None = None,
+        agent: str | None = None,
+        role: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        as_of: datetime | str | None = None,
+        include_invalidated: bool = False,
+        limit: int = 10,
+        explain: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Hybrid search over the whole team's memory (every session), best first.
+
+        `kinds` narrows it to some of message, summary, fact, record, experience, shared_memory,
+        attachment; `session` (a session id: `self.session_id` for this memory's own), `agent`,
+        `role`, `since`/`until` (when the memory happened) filter it; `as_of` shows facts and
+        records as they were live then, `include_invalidated` adds invalidated ones after every
+        live result. `limit` is 1..50. Each hit is the API's: kind, id (the source's), text,
+        snippet (matched words marked **so**), source (session, seq, message_id, run_id, fact_id,
+        record_entry_id, ...), occurred_at, invalidated_at, score, and with `explain=True` its
+        ranks and factors. A refused search (empty query, unknown kind, bad filter) raises
+        SearchQueryError naming the argument; a session of another team raises NotFoundError.
+        """
+        body = search_body(
+            query,
+            kinds=kinds,
+            session=session,
+            agent=agent,
+            role=role,
+            since=since,
+            until=until,
+            as_of=as_of,
+            include_invalidated=include_invalidated,
+            limit=limit,
+            explain=explain,
+        )
+        return search_hits(self._api, body)
 
     def __enter__(self) -> Self:
         return self
@@ -515,9 +560,68 @@ class RemoteConversationMemory(SessionBound):
                 entries.insert(0, _system(prompt))
         return entries[-n:] if n else entries
 
-    def context(self, last: int | None = None, max_tokens: int | None = None) -> list[dict[str, Any]]:
-        """The server's LLM context: system prompt + the newest messages within `last`/`max_tokens`."""
-        return self._api.get(self._path + "context/", last=last, max_tokens=max_tokens)["messages"]
+    def retrieve_relevant(self, query: str, n: int = 5) -> list[dict[str, Any]]:
+        """This session's n messages most relevant to `query`, best first, as retrieve_recent's dicts.
+
+        A message counts once however many of its pieces (or its text attachments) matched. The
+        system prompt is not a message and is never among them. At most 50 hits are searched, so
+        a few very long messages can leave fewer than n.
+        """
+        if n <= 0:
+            return []
+        ids = relevant_ids(
+            self._api,
+            query,
+            n=n,
+            kinds=("message", "attachment"),
+            session=self.session_id,
+            id_field="message_id",
+        )
+        relevant: list[dict[str, Any]] = []
+        for message_id in ids:
+            try:
+                relevant.append(to_llm_dict(self._api.get(self._message_path(message_id))))
+            except NotFoundError:
+                continue  # deleted since it was indexed
+            if len(relevant) == n:
+                break
+        return relevant
+
+    def context(
+        self,
+        last: int | None = None,
+        max_tokens: int | None = None,
+        *,
+        recall: str | None = None,
+        recall_k: int | None = None,
+        recall_kinds: Sequence[str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """The server's LLM context: system prompt + the newest messages within `last`/`max_tokens`.
+
+        With `recall` (a question or topic), the server adds one "relevant memory" system
+        message after the prompt: the `recall_k` (default 5, at most 20) team memories most
+        relevant to it, from `recall_kinds` (default: every kind), inside `max_tokens`. A
+        refused recall argument raises SearchQueryError.
+        """
+        kinds = (
+            None
+            if recall_kinds is None
+            else ",".join([recall_kinds] if isinstance(recall_kinds, str) else recall_kinds)
+        )
+        try:
+            served = self._api.get(
+                self._path + "context/",
+                last=last,
+                max_tokens=max_tokens,
+                recall=recall,
+                recall_k=recall_k,
+                recall_kinds=kinds,
+            )
+        except ApiError as exc:
+            if exc.status_code == 400 and any(field.startswith("recall") for field in exc.fields):
+                raise refused(exc) from exc
+            raise
+        return served["messages"]
 
     # --- files ---------------------------------------------------------------------------
 

@@ -317,6 +317,11 @@ SEARCH_RESEND_AFTER = env_int("MEMSITE_SEARCH_RESEND_AFTER", 60, minimum=1)
 SEARCH_RUNNING_DEADLINE = env_int("MEMSITE_SEARCH_RUNNING_DEADLINE", 600, minimum=1)
 # One index run embeds this many items per batch, and stops after this long (a follow-up run
 # takes the rest), so one team's backlog never holds a worker for long.
+# A run for new writes waits this long, so the writes made meanwhile are indexed together.
+SEARCH_INDEX_DELAY = env_float("MEMSITE_SEARCH_INDEX_DELAY", 2.0)
+# A result found only by the vector engine must be at least this similar (cosine) to the query:
+# without a floor, a search always returns `limit` items, however unrelated.
+SEARCH_VECTOR_MIN_SIMILARITY = env_float("MEMSITE_SEARCH_VECTOR_MIN_SIMILARITY", 0.2)
 SEARCH_EMBED_BATCH = env_int("MEMSITE_SEARCH_EMBED_BATCH", 64, minimum=1)
 SEARCH_RUN_SECONDS = env_float("MEMSITE_SEARCH_RUN_SECONDS", 60.0)
 # Without pgvector, vector search is exact cosine in numpy over a team's filtered items, newest

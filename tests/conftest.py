@@ -104,6 +104,7 @@ def _fake_embeddings(settings) -> None:
     """Recall embeds with the deterministic fake in tests; the tests of the offline model and of an
     embeddings server choose theirs."""
     settings.EMBEDDINGS_BACKEND = "memory_app.search.embeddings.fake.FakeEmbeddings"
+    settings.SEARCH_INDEX_DELAY = 0.0  # index runs are due at once (tests run them themselves)
 
 
 @pytest.fixture

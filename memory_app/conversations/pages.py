@@ -36,6 +36,7 @@ from memory_app.conversations import context, selectors
 from memory_app.conversations.images import MAX_URL_LENGTH
 from memory_app.conversations.models import MemoryType, Message, Session
 from memory_app.dashboard.decorators import get_or_404, non_negative_int, team_page
+from memory_app.search import pages as search_pages
 from memory_app.tenancy.models import Team
 from memsite import csp
 from memsite.errors import Conflict
@@ -370,6 +371,7 @@ def session_detail(request: HttpRequest, session_id: uuid.UUID, *, team: Team, t
             "context_messages": [_context_entry_view(entry, on_page) for entry in active.messages],
             "runs": [_run_view(item, latest=active.run, on_page=on_page) for item in ledger.runs],
             "more_runs": ledger.more_runs,
+            "recalls": search_pages.session_recalls(team=team, session=session),
             "remote_images": remote_images,
             "show_remote_images_url": remote_images_url(request, show=True),
             "hide_remote_images_url": remote_images_url(request, show=False),

@@ -1,4 +1,5 @@
-"""The ops page: the job queues of the teams the user administers, failures with retry, and the workers."""
+"""The ops page: the job queues of the teams the user administers, failures with retry, the search
+index's backlog with its Reindex action, and the workers."""
 
 from __future__ import annotations
 
@@ -13,17 +14,24 @@ from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from memory_app.compaction import services as compaction
-from memory_app.dashboard.decorators import get_or_404
+from memory_app.dashboard.decorators import get_or_404, non_negative_int
 from memory_app.facts import extraction as fact_extraction
 from memory_app.ops import selectors as ops_selectors
+from memory_app.search import services as search
 from memory_app.tenancy import selectors as tenancy_selectors
+from memory_app.tenancy.models import Team
 from memsite.errors import Conflict
 
 OPS_FAILURES_SHOWN = 20
+
+
+# Items the embedding backend refused, listed under the search index's backlog.
+OPS_INDEX_FAILURES_SHOWN = 20
 
 
 OPS_REFRESH_SECONDS = 5
@@ -48,6 +56,7 @@ RETRY_SERVICES: dict[str, Callable[[Any], tuple[Any, bool]]] = {
     "compaction": lambda job: compaction.compaction_retry(run=job),
     # Re-queues the quarantined or failed run itself, over the same input.
     "facts": lambda job: (fact_extraction.fact_extraction_retry(run=job), True),
+    "search": lambda job: search.index_retry(run=job),
 }
 
 
@@ -115,6 +124,8 @@ def _ops_status(team_ids: list[int] | None) -> dict[str, Any]:
         )
     return {
         "queues": queues,
+        "index_backlog": ops_selectors.search_index_backlog(team_ids=team_ids),
+        "index_failures": ops_selectors.search_index_failures(team_ids=team_ids, limit=OPS_INDEX_FAILURES_SHOWN),
         "workers": ops_selectors.workers_seen(
             timeout=OPS_PING_TIMEOUT, deadline=OPS_PING_DEADLINE, remember=OPS_WORKER_MEMORY
         ),
@@ -149,11 +160,41 @@ def ops_job_retry(request: HttpRequest, kind: str, job_id: uuid.UUID, *, team_id
     except Conflict as exc:
         flash.error(request, exc.detail)
     else:
-        if created and source.retries_in_place:
-            where = f"session {job.session}" if job.session_id else "no session"
-            flash.success(request, f"{source.label}: job {job.pk} ({where}) is queued again.")
-        elif created:
-            flash.success(request, f"{source.label}: queued a new job for session {job.session} ({new_job.pk}).")
+        if not source.per_session:
+            owner = f"team {job.team.name}"
         else:
-            flash.info(request, f"{source.label}: session {job.session} already has a {new_job.status} job.")
+            owner = f"session {job.session}" if job.session_id else "no session"
+        if created and source.retries_in_place:
+            flash.success(request, f"{source.label}: job {job.pk} ({owner}) is queued again.")
+        elif created:
+            flash.success(request, f"{source.label}: queued a new job for {owner} ({new_job.pk}).")
+        else:
+            flash.info(request, f"{source.label}: {owner} already has a {new_job.status} job.")
     return redirect("dashboard:ops")
+
+
+def _counted(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+@ops_page
+@require_POST
+def ops_search_reindex(request: HttpRequest, *, team_ids: list[int] | None) -> HttpResponse:
+    """Rebuild one team's search index from its sources (manage.py reindex --team, for a team admin)."""
+    team_id = non_negative_int(request.POST.get("team"))
+    if team_id is None or (team_ids is not None and team_id not in team_ids):
+        raise Http404("Not a team you administer.")
+    team = Team.objects.filter(pk=team_id).first()
+    if team is None:
+        raise Http404("No such team.")
+    counts = search.search_reindex(team_id=team.pk)
+    changes = []
+    if counts["stale"]:
+        changes.append(_counted(counts["stale"], "changed piece") + " to embed")
+    if counts["reembed"]:
+        changes.append(_counted(counts["reembed"], "item") + " made by another model to embed again")
+    if counts["sources"]:
+        changes.append(f"the messages of {_counted(counts['sources'], 'session')} to read again")
+    found = "; ".join(changes) or "nothing had changed"
+    flash.success(request, f"Search index of {team.name}: rebuilding ({found}). A worker does the rest.")
+    return redirect(reverse("dashboard:ops") + "#search-index")

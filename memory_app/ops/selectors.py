@@ -14,27 +14,33 @@ from django.db.models import BooleanField, Count, Exists, F, Min, OuterRef, Q, Q
 
 from memory_app.compaction.models import CompactionRun
 from memory_app.facts.models import FactExtractionRun
+from memory_app.search.models import IndexRun, SearchItem
+from memory_app.tenancy.models import Team
 from memsite.errors import NotFound
+
+JobModel = type[CompactionRun] | type[FactExtractionRun] | type[IndexRun]
 
 
 @dataclass(frozen=True)
 class JobSource:
     """A kind of durable background job the ops page watches.
 
-    Its model has team and (nullable) session foreign keys, `status` with the values
-    pending, running, done and failed, `error`, `attempts`, `trigger`, `created_at` and
-    `finished_at` (CompactionRun's shape, which FactExtractionRun shares).
+    Its model has a team and (unless `per_session` is False) a nullable session foreign key,
+    `status` with the values pending, running, done and failed, `error`, `attempts`, `trigger`,
+    `created_at` and `finished_at` (CompactionRun's shape, which FactExtractionRun shares).
     """
 
     kind: str  # url-safe key
     label: str
     queue: str  # the Celery queue its tasks are sent to
-    model: type[CompactionRun] | type[FactExtractionRun]
+    model: JobModel
     # Jobs whose output was unusable and wait for staff (fact extraction's "quarantined").
     quarantines: bool = False
     # Its retry service re-queues the failed job itself rather than queueing a new one,
     # so a failed job is never "retried" while it is still listed as failed.
     retries_in_place: bool = False
+    # A job of a whole team (the search index's) has no session: a later job of the team retried it.
+    per_session: bool = True
 
 
 def job_sources() -> list[JobSource]:
@@ -48,6 +54,9 @@ def job_sources() -> list[JobSource]:
             model=FactExtractionRun,
             quarantines=True,
             retries_in_place=True,
+        ),
+        JobSource(
+            kind="search", label="Search indexing", queue=settings.SEARCH_QUEUE, model=IndexRun, per_session=False
         ),
     ]
 
@@ -129,34 +138,100 @@ def job_queue_stats(*, source: JobSource, since: datetime, team_ids: list[int] |
     )
 
 
-def job_failures(
-    *, source: JobSource, limit: int, team_ids: list[int] | None
-) -> list[CompactionRun | FactExtractionRun]:
+def job_failures(*, source: JobSource, limit: int, team_ids: list[int] | None) -> list[Any]:
     """The latest failed jobs with their team and session; `retried` marks those whose
-    session has had a job queued since (a retry, or a later automatic run). A job retried
-    in place is pending again, so it is simply no longer listed."""
-    model = source.model
+    session (or team, for a job of a whole team) has had a job queued since (a retry, or a
+    later automatic run). A job retried in place is pending again, so it is simply no longer listed."""
+    model: Any = source.model
+    owner = "session_id" if source.per_session else "team_id"
     if source.retries_in_place:
         retried: Any = Value(False, output_field=BooleanField())
     else:
-        retried = Exists(model.objects.filter(session_id=OuterRef("session_id"), created_at__gt=OuterRef("created_at")))
+        retried = Exists(model.objects.filter(**{owner: OuterRef(owner)}, created_at__gt=OuterRef("created_at")))
     return list(
         _jobs_of(source, team_ids)
         .filter(status="failed")
-        .select_related("team", "session")
+        .select_related(*(("team", "session") if source.per_session else ("team",)))
         .annotate(retried=retried)
         .order_by(F("finished_at").desc(nulls_last=True), "-created_at")[:limit]
     )
 
 
-def job_get(
-    *, source: JobSource, job_id: uuid.UUID | str, team_ids: list[int] | None
-) -> CompactionRun | FactExtractionRun:
+def job_get(*, source: JobSource, job_id: uuid.UUID | str, team_ids: list[int] | None) -> Any:
     """A job of one of `team_ids` (None: any team); another team's job is not found."""
     try:
-        return _jobs_of(source, team_ids).select_related("session").get(pk=job_id)
+        return (
+            _jobs_of(source, team_ids)
+            .select_related("team", *(("session",) if source.per_session else ()))
+            .get(pk=job_id)
+        )
     except (source.model.DoesNotExist, ValueError, TypeError) as exc:
         raise NotFound("Job not found.") from exc
+
+
+# --- the search index's backlog ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TeamIndexCounts:
+    """A team's indexed items per state (memory_app.search.selectors.index_status's counts)."""
+
+    team_id: int
+    team_name: str
+    pending: int = 0
+    indexed: int = 0
+    failed: int = 0
+
+
+@dataclass(frozen=True)
+class IndexBacklog:
+    pending: int
+    indexed: int
+    failed: int
+    by_team: list[TeamIndexCounts]  # most pending first, then most failed
+
+
+def search_index_backlog(*, team_ids: list[int] | None) -> IndexBacklog:
+    """Items per team and state in one grouped query (index_status's counts, for every team at
+    once). A team admin's teams are all listed, with or without items: each row has a Reindex button."""
+    items = SearchItem.objects.all() if team_ids is None else SearchItem.objects.filter(team_id__in=team_ids)
+    rows = items.order_by().values("team_id", "team__name", "state").annotate(n=Count("pk"))
+    teams: dict[int, dict[str, Any]] = {}
+    if team_ids is not None:
+        for pk, name in Team.objects.filter(pk__in=team_ids).values_list("pk", "name"):
+            teams[pk] = {"team_id": pk, "team_name": name}
+    for row in rows:
+        team = teams.setdefault(row["team_id"], {"team_id": row["team_id"], "team_name": row["team__name"]})
+        team[row["state"]] = row["n"]
+    by_team = sorted(
+        (TeamIndexCounts(**team) for team in teams.values()), key=lambda t: (-t.pending, -t.failed, t.team_name)
+    )
+    return IndexBacklog(
+        pending=sum(t.pending for t in by_team),
+        indexed=sum(t.indexed for t in by_team),
+        failed=sum(t.failed for t in by_team),
+        by_team=by_team,
+    )
+
+
+def search_index_failures(*, team_ids: list[int] | None, limit: int) -> list[SearchItem]:
+    """The latest items the embedding backend refused (on the backlog's partial index), with their team."""
+    items = SearchItem.objects.filter(state=SearchItem.State.FAILED)
+    if team_ids is not None:
+        items = items.filter(team_id__in=team_ids)
+    fields = (
+        "id",
+        "team__name",
+        "kind",
+        "source_key",
+        "chunk",
+        "session_id",
+        "seq",
+        "error",
+        "occurred_at",
+        "indexed_at",
+    )
+    return list(items.select_related("team").only(*fields).order_by("-pk")[:limit])
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -12,22 +10,7 @@ from memory_app.api.base import TeamScopedView
 from memory_app.conversations import selectors as conversations
 from memory_app.search import selectors
 from memory_app.search import serializers as ss
-from memory_app.search.engines import Filters
 from memory_app.tenancy.permissions import HasAnyTeamKey
-
-
-def filters_from(data: dict[str, Any], *, team_id: int) -> Filters:
-    return Filters(
-        team_id=team_id,
-        kinds=tuple(data.get("kinds") or ()),
-        session_id=data.get("session"),
-        agent=data.get("agent"),
-        role=data.get("role"),
-        since=data.get("from"),
-        until=data.get("to"),
-        as_of=data.get("as_of"),
-        include_invalidated=bool(data.get("include_invalidated")),
-    )
 
 
 class SearchView(TeamScopedView):
@@ -50,7 +33,7 @@ class SearchView(TeamScopedView):
         if data.get("session") is not None:
             data["session"] = conversations.session_get(team=self.team, session_id=data["session"]).pk
         result = selectors.search(
-            filters=filters_from(data, team_id=self.team.pk), query=data["query"], limit=data["limit"]
+            filters=selectors.filters_from(data, team_id=self.team.pk), query=data["query"], limit=data["limit"]
         )
         return Response(
             {

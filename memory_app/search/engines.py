@@ -148,7 +148,7 @@ def _exact_cosine(
     if not rows:
         return []
     ids = np.fromiter((item_id for item_id, _ in rows), dtype=np.int64, count=len(rows))
-    matrix = np.frombuffer(b"".join(bytes(blob) for _, blob in rows), dtype="<f4").reshape(len(rows), dimension)
+    matrix = np.frombuffer(b"".join(bytes(blob or b"") for _, blob in rows), dtype="<f4").reshape(len(rows), dimension)
     similarities = matrix @ query_vector.astype("<f4")
     take = min(limit, len(rows))
     best = np.argpartition(-similarities, take - 1)[:take]

@@ -31,7 +31,6 @@ from memory_app.conversations.models import Session
 from memory_app.dashboard.decorators import team_page
 from memory_app.search import selectors
 from memory_app.search import serializers as ss
-from memory_app.search.api import filters_from
 from memory_app.search.models import SearchItem, SearchKind
 from memory_app.tenancy.models import Team
 from memory_app.usage.models import ContextServe
@@ -48,7 +47,7 @@ FORM_TO_API = {"q": "query", "kind": "kinds"}
 API_TO_FORM = {api: form for form, api in FORM_TO_API.items()}
 TEXT_FILTERS = ("session", "agent", "role", "from", "to")
 # What a kind is called on the page (the facets and the badges).
-KIND_LABELS = {
+KIND_LABELS: dict[str, str] = {
     SearchKind.MESSAGE: "Messages",
     SearchKind.SUMMARY: "Summaries",
     SearchKind.FACT: "Facts",
@@ -57,7 +56,7 @@ KIND_LABELS = {
     SearchKind.SHARED_MEMORY: "Shared memory",
     SearchKind.ATTACHMENT: "Attachments",
 }
-KIND_BADGES = {
+KIND_BADGES: dict[str, str] = {
     SearchKind.MESSAGE: "message",
     SearchKind.SUMMARY: "summary",
     SearchKind.FACT: "fact",
@@ -86,7 +85,7 @@ class SourceLink:
     session_label: str = ""
 
 
-def _session_label(session_id: Any, names: Mapping[str, str]) -> str:
+def _session_label(session_id: Any, names: Mapping[str, str | None]) -> str:
     return names.get(str(session_id)) or str(session_id)[:8]
 
 
@@ -113,7 +112,8 @@ def source_links(*, team: Team, items: Sequence[SearchItem]) -> list[SourceLink]
         )
     }
     experiences = _experience_slugs(
-        team, {int(item.source_key) for item in items if item.kind == SearchKind.EXPERIENCE and item.source_key.isdigit()}
+        team,
+        {int(item.source_key) for item in items if item.kind == SearchKind.EXPERIENCE and item.source_key.isdigit()},
     )
     links = []
     for item in items:
@@ -152,7 +152,7 @@ def _source_link(
         anchor = f"#run-{item.compaction_run_id}" if item.compaction_run_id else "#compactions"
         return SourceLink(url=reverse("dashboard:session", args=[item.session_id]) + anchor, label="compaction summary")
     if kind == SearchKind.FACT and item.fact_id:
-        return SourceLink(url=reverse("dashboard:fact", args=[item.fact_id]), label="fact")
+        return SourceLink(url=reverse("dashboard:fact", args=[item.fact_id]), label="open fact")
     if kind == SearchKind.RECORD and item.session_id and item.agent:
         url = reverse("dashboard:agent_memory", args=[item.session_id, item.agent])
         entry = entries.get(item.record_entry_id) if item.record_entry_id else None
@@ -170,6 +170,30 @@ def _source_link(
 
 
 # --- the search page --------------------------------------------------------------------------
+
+
+# Agents worth naming beside a hit: a message's or summary's is its session's (already linked).
+AGENT_SHOWN_KINDS = frozenset({SearchKind.FACT, SearchKind.EXPERIENCE, SearchKind.SHARED_MEMORY})
+
+
+def _number(value: float | None, digits: int = 3) -> str:
+    """Scores span orders of magnitude (bm25 on SQLite, ts_rank on PostgreSQL): significant digits, not places."""
+    return "" if value is None else f"{value:.{digits}g}"
+
+
+def explain_view(explain: Mapping[str, Any]) -> dict[str, Any]:
+    """Hit.explain's numbers, as the score breakdown shows them."""
+    return {
+        "lexical_rank": explain.get("lexical_rank"),
+        "lexical_score": _number(explain.get("lexical_score")),
+        "vector_rank": explain.get("vector_rank"),
+        "vector_similarity": _number(explain.get("vector_similarity")),
+        "rrf_score": _number(explain.get("rrf_score"), 4),
+        "recency_factor": _number(explain.get("recency_factor")),
+        "kind_weight": _number(explain.get("kind_weight")),
+        "fused_score": _number(explain.get("fused_score"), 4),
+        "live": bool(explain.get("live", True)),
+    }
 
 
 @dataclass(frozen=True)
@@ -283,10 +307,10 @@ def hit_views(*, team: Team, hits: Sequence[selectors.Hit]) -> list[HitView]:
             link=link,
             occurred_at=hit.item.occurred_at,
             invalidated_at=hit.item.invalidated_at,
-            agent=hit.item.agent,
-            role=hit.item.role,
+            agent=hit.item.agent if hit.item.kind in AGENT_SHOWN_KINDS and hit.item.agent != hit.item.role else "",
+            role=hit.item.role if hit.item.role != hit.item.kind else "",
             score=hit.scored.fused_score,
-            explain=hit.explain(),
+            explain=explain_view(hit.explain()),
             item_id=hit.item.pk,
         )
         for hit, link in zip(hits, links, strict=True)
@@ -309,7 +333,7 @@ def search_page(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpR
             status = 400
         else:
             result = selectors.search(
-                filters=filters_from(data, team_id=team.pk), query=data["query"], limit=data["limit"]
+                filters=selectors.filters_from(data, team_id=team.pk), query=data["query"], limit=data["limit"]
             )
             hits = hit_views(team=team, hits=result.hits)
     more_query = request.GET.copy()
@@ -384,7 +408,7 @@ def session_recalls(*, team: Team, session: Session, limit: int = RECALL_SERVES_
     if not serves:
         return []
     memories = [m for serve in serves for m in serve.recalled if isinstance(m, Mapping)]
-    item_ids = {m.get("item_id") for m in memories if isinstance(m.get("item_id"), int)}
+    item_ids = {m["item_id"] for m in memories if isinstance(m.get("item_id"), int)}
     items = {item.pk: item for item in SearchItem.objects.filter(team=team, pk__in=item_ids)}
     resolved = [items.get(m.get("item_id")) or _stand_in(team, m) for m in memories]  # type: ignore[arg-type]
     links = iter(source_links(team=team, items=resolved))
@@ -414,4 +438,3 @@ def session_recalls(*, team: Team, session: Session, limit: int = RECALL_SERVES_
 def _short(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= RECALL_TEXT_CHARS else flat[:RECALL_TEXT_CHARS].rstrip() + "…"
-

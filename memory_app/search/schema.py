@@ -113,13 +113,26 @@ def vector_index_name(dimension: int) -> str:
 
 
 def ensure_vector_index(dimension: int, connection: BaseDatabaseWrapper = default_connection) -> None:
-    """The HNSW index for vectors of `dimension` (created once, when the first ones are written)."""
+    """The HNSW index for vectors of `dimension`, created once, when the first ones are written.
+
+    Outside a transaction (the worker) it is built CONCURRENTLY, so writes to the table go on
+    meanwhile. Inside one (a test, a management command), PostgreSQL refuses CREATE INDEX while
+    Django's deferred foreign-key checks are pending: they run first, then are deferred again.
+    """
     dim = int(dimension)
+    statement = (
+        "CREATE INDEX {how} IF NOT EXISTS {name} ON {table} "
+        "USING hnsw ((embedding_vec::vector({dim})) vector_cosine_ops) WHERE embedding_dim = {dim}"
+    )
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"CREATE INDEX IF NOT EXISTS {vector_index_name(dim)} ON {TABLE} "
-            f"USING hnsw ((embedding_vec::vector({dim})) vector_cosine_ops) WHERE embedding_dim = {dim}"
-        )
+        if not connection.in_atomic_block:
+            cursor.execute(statement.format(how="CONCURRENTLY", name=vector_index_name(dim), table=TABLE, dim=dim))
+            return
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        try:
+            cursor.execute(statement.format(how="", name=vector_index_name(dim), table=TABLE, dim=dim))
+        finally:
+            cursor.execute("SET CONSTRAINTS ALL DEFERRED")
 
 
 def optimize_lexical(connection: BaseDatabaseWrapper = default_connection) -> None:

@@ -3,6 +3,7 @@ dashboard and the client alike."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +76,22 @@ class SearchResult:
     terms: list[str] = field(default_factory=list)
 
 
+def filters_from(data: Mapping[str, Any], *, team_id: int) -> Filters:
+    """A search request's validated fields (SearchInputSerializer: wire names, `from`/`to`) as the
+    filters of the team's search; the API and the search page read requests the same way."""
+    return Filters(
+        team_id=team_id,
+        kinds=tuple(data.get("kinds") or ()),
+        session_id=data.get("session"),
+        agent=data.get("agent"),
+        role=data.get("role"),
+        since=data.get("from"),
+        until=data.get("to"),
+        as_of=data.get("as_of"),
+        include_invalidated=bool(data.get("include_invalidated")),
+    )
+
+
 def search(*, filters: Filters, query: str, limit: int = 10) -> SearchResult:
     """The team's best `limit` items for `query`: both engines' candidates, fused (see fusion)."""
     terms = fusion.query_terms(query)
@@ -88,6 +105,11 @@ def search(*, filters: Filters, query: str, limit: int = 10) -> SearchResult:
     except EmbeddingError as exc:
         # The words still find what they can: a search is never an error because a model server is down.
         vector, vector_error = [], str(exc)
+    # Found by meaning alone, an item must be close enough to count: without a floor every search
+    # (and every recall) returns `limit` items, however unrelated.
+    found_by_words = {item_id for item_id, _ in lexical}
+    floor = settings.SEARCH_VECTOR_MIN_SIMILARITY
+    vector = [(item_id, sim) for item_id, sim in vector if sim >= floor or item_id in found_by_words]
     hits = _hits(fusion.fuse(lexical, vector), terms, limit)
     pending = SearchItem.objects.filter(team_id=filters.team_id, state=SearchItem.State.PENDING).count()
     return SearchResult(

@@ -73,7 +73,7 @@ class SearchHitSerializer(serializers.Serializer):
     item_id = serializers.IntegerField()
     text = serializers.CharField()
     snippet = serializers.CharField(help_text="the part of the text around the matched words, marked **so**")
-    source = SearchSourceSerializer()
+    source = SearchSourceSerializer()  # type: ignore[assignment]  # a field named like Field.source
     occurred_at = serializers.DateTimeField()
     invalidated_at = serializers.DateTimeField(allow_null=True)
     score = serializers.FloatField()

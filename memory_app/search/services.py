@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -77,15 +78,22 @@ _LINK_FIELDS = {
 
 def index_request(*, team_id: int, trigger: str = IndexRun.Trigger.WRITE) -> None:
     """Make sure a pending index run exists for the team, and send it when the caller's
-    transaction commits. Cheap when one is already waiting (one indexed read)."""
+    transaction commits. Cheap when one is already waiting (one indexed read).
+
+    A run for writes waits SEARCH_INDEX_DELAY seconds: the writes made meanwhile ride along,
+    and while a session waits for it, its appends wake nothing (they cost no query at all).
+    """
     if IndexRun.objects.filter(team_id=team_id, status=Status.PENDING).exists():
         return
+    delay = settings.SEARCH_INDEX_DELAY if trigger == IndexRun.Trigger.WRITE else 0.0
     try:
         with transaction.atomic():
-            run = IndexRun.objects.create(team_id=team_id, trigger=trigger)
+            run = IndexRun.objects.create(
+                team_id=team_id, trigger=trigger, queued_at=timezone.now() + timedelta(seconds=delay)
+            )
     except IntegrityError:  # a concurrent writer queued it between our check and insert
         return
-    jobs.send(JOB, run.pk, on_commit=True)
+    jobs.send(JOB, run.pk, countdown=delay, on_commit=True)
 
 
 def wake_on_commit(*, team_id: int) -> None:
@@ -330,8 +338,9 @@ def _embed_batch(*, team_id: int, embedder: EmbeddingBackend, progress: Progress
     )
     if not batch:
         return 0
+    vectors: Sequence[Any]
     try:
-        vectors = embedder.embed([text for _, text, _ in batch], purpose="document")
+        vectors = list(embedder.embed([text for _, text, _ in batch], purpose="document"))
     except EmbeddingPermanentError:
         vectors = _embed_one_by_one(batch, embedder, progress)
     _store_vectors(batch, vectors, embedder)
@@ -387,6 +396,17 @@ def _pgvector_literal(values: np.ndarray) -> str:
     return "[" + ",".join(f"{value:.7g}" for value in values.tolist()) + "]"
 
 
+def index_retry(*, run: IndexRun) -> tuple[IndexRun, bool]:
+    """After a failed index run (the ops page's retry): the run itself is not run again, the team's
+    next run takes up everything it left pending. Returns (the waiting run, whether it is new)."""
+    waiting = IndexRun.objects.filter(team_id=run.team_id, status=Status.PENDING).first()
+    if waiting is not None:
+        return waiting, False
+    index_request(team_id=run.team_id, trigger=IndexRun.Trigger.REINDEX)
+    queued = IndexRun.objects.filter(team_id=run.team_id, status=Status.PENDING).first()
+    return (queued, True) if queued is not None else (run, False)
+
+
 # --- sweeping and re-indexing ---------------------------------------------------------------------
 
 
@@ -418,13 +438,13 @@ def search_reindex(*, team_id: int | None = None, kind: str | None = None) -> di
     kinds = [kind] if kind else [choice for choice, _ in SearchKind.choices]
     if SearchKind.MESSAGE in kinds or SearchKind.ATTACHMENT in kinds:
         counts["sources"] += Session.objects.filter(scope).update(search_indexed_seq=0)
-    providers = {
+    providers: dict[str, Callable[[Q], list[tuple[int, list[Doc]]]]] = {
         SearchKind.FACT: _fact_sources,
         SearchKind.SUMMARY: _summary_sources,
         SearchKind.RECORD: _record_sources,
         SearchKind.SHARED_MEMORY: _shared_memory_sources,
     }
-    experiences = apps.get_app_config("experiences_app")
+    experiences: Any = apps.get_app_config("experiences_app")  # asked through its config: no import
     for name in kinds:
         if name == SearchKind.EXPERIENCE:
             for owner, docs in experiences.experience_search_documents(team_id=team_id):
@@ -434,9 +454,9 @@ def search_reindex(*, team_id: int | None = None, kind: str | None = None) -> di
                 counts["stale"] += _replace_kind(team_id=owner, kind=name, docs=docs)
     model = get_embedder().model
     counts["reembed"] = (
-        SearchItem.objects.filter(scope, kind__in=kinds, state=State.INDEXED)
-        .exclude(embedding_model=model)
-        .update(state=State.PENDING)
+        SearchItem.objects.filter(scope, kind__in=kinds)
+        .filter(Q(state=State.FAILED) | (Q(state=State.INDEXED) & ~Q(embedding_model=model)))
+        .update(state=State.PENDING, error="")
     )
     teams = set(Session.objects.filter(scope).values_list("team_id", flat=True).distinct())
     teams |= set(SearchItem.objects.filter(scope).values_list("team_id", flat=True).distinct())

@@ -335,7 +335,9 @@ class Stack:
         self.worker = self._start(
             "worker",
             celery_worker_argv(
-                f"chaos-{self.web_port}@%h", "celery,compaction,facts,search", ["--pool", "threads", "--concurrency", "2"]
+                f"chaos-{self.web_port}@%h",
+                "celery,compaction,facts,search",
+                ["--pool", "threads", "--concurrency", "2"],
             ),
             self.env(),
         )

@@ -511,6 +511,6 @@ def test_the_page_of_a_compacted_session_takes_a_fixed_number_of_queries(
 
     # session + user, teams, session, page, previous cursor, totals (7); the gauge: whether
     # anything can be compacted (latest run, newest rows) (2); the served context: latest run,
-    # the rows after it (2); ledger: runs + one per run's range (3)
-    with django_assert_num_queries(14):
+    # the rows after it (2); ledger: runs + one per run's range (3); what recall injected (1)
+    with django_assert_num_queries(15):
         member.get(session_url(session))

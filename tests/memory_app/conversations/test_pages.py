@@ -453,8 +453,8 @@ def test_the_timeline_takes_a_fixed_number_of_queries(
 
     # session + user, teams, session, page, previous cursor, totals (every result is on the page);
     # the served context: window, a user message to borrow (there is none); the compaction
-    # ledger (empty)
-    with django_assert_num_queries(10):
+    # ledger (empty); the contexts recall put memories into (none)
+    with django_assert_num_queries(11):
         member.get(session_url(session))
 
 

@@ -236,7 +236,7 @@ def test_a_second_job_kind_slots_in_as_another_source(
 
     response = staff.get(OPS)
 
-    assert [q.source.kind for q in response.context["queues"]] == ["compaction", "facts", "summaries"]
+    assert [q.source.kind for q in response.context["queues"]] == ["compaction", "facts", "search", "summaries"]
     html = response.content.decode()
     assert 'id="queue-compaction"' in html and 'id="queue-summaries"' in html
     assert "Summaries" in html
@@ -433,9 +433,9 @@ def test_the_partial_takes_a_fixed_number_of_queries(
         failed(managed(tenant, f"a{n}"))
         job(managed(other_tenant, f"b{n}"), "pending")
 
-    # session + user, then per queue (compaction, facts): stats (grouped), failures (with team,
-    # session and the retried flag)
-    with django_assert_num_queries(6):
+    # session + user, then per queue (compaction, facts, search): stats (grouped), failures (with
+    # team, session and the retried flag); the search index: its backlog (grouped) and failed items
+    with django_assert_num_queries(10):
         staff.get(OPS_STATUS)
 
 
