@@ -26,8 +26,27 @@ CHUNK_OVERLAP = 120
 TEXT_ATTACHMENT_TYPES = frozenset(
     {"thought", "text", "plan", "current_plan", "reply_content", "python", "execution_result", "revise_message"}
 )
-# Keys of an agent record entry that identify it rather than say anything.
-_RECORD_SKIP_KEYS = frozenset({"id", "timestamp", "planStep", "relatedDiscoveries", "reversible"})
+# The fields of an agent record entry that say something (the record format's prose), in the
+# order they are read; ids, timestamps, counters and fields the format does not define are left out.
+RECORD_TEXT_FIELDS = (
+    "description",
+    "content",
+    "reasoning",
+    "approach",
+    "result",
+    "output",
+    "error",
+    "lessons",
+    "currentIssue",
+    "nextStep",
+    "nextAttempt",
+    "alternatives",
+    "subTasks",
+    "actionItems",
+    "commands",
+    "relatedFiles",
+)
+_NESTED_TEXT_KEYS = frozenset({"name", "reason", "description", "path", "status", "content", "action"})
 
 
 @dataclass(frozen=True)
@@ -166,7 +185,7 @@ def _leaf_strings(value: Any) -> Iterator[str]:
             yield value.strip()
     elif isinstance(value, Mapping):
         for key, inner in value.items():
-            if key not in _RECORD_SKIP_KEYS:
+            if key in _NESTED_TEXT_KEYS:
                 yield from _leaf_strings(inner)
     elif isinstance(value, list):
         for inner in value:
@@ -177,7 +196,7 @@ def record_entry_text(entry: AgentMemoryEntry) -> str:
     """An agent's discovery, attempt or decision as prose: its kind, then every text it holds."""
     data = entry.data if isinstance(entry.data, Mapping) else {}
     head = f"{entry.kind} ({data.get('type')})" if isinstance(data.get("type"), str) else entry.kind
-    body = [text for text in _leaf_strings({k: v for k, v in data.items() if k != "type"})]
+    body = [text for name in RECORD_TEXT_FIELDS for text in _leaf_strings(data.get(name))]
     return "\n".join([f"{head}:", *body])
 
 
