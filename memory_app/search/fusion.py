@@ -1,11 +1,16 @@
 """How the two engines' rankings become one list (pure functions, no database).
 
 Reciprocal-rank fusion (Cormack et al., 2009): an item's fused score is the sum over the engines
-that found it of 1 / (K + its rank there), so agreement between engines counts more than a high
-score in one, and the engines' incomparable scores (BM25, cosine) never need calibrating. The
-fused score is then weighted by recency (half-life decay, never below half) and by kind. Items
-no longer live (invalidated facts, archived record entries, disabled experiences) come after
-every live one: they only appear when a search asks for them, and never outrank their replacement.
+that found it of 1 / (K + its rank there), so the engines' incomparable scores (BM25, cosine)
+never need calibrating. Two choices, measured on the planted-memory set of bench/search_bench.py:
+K is small (10, not the paper's 60), so each list's first places count: at 60, rank 1 and rank 40
+differ by 40 % and any item both engines list anywhere outranks the best item one engine found.
+And a word match counts by how much of the question it covers (squared): the words are OR-ed, so
+a text sharing one common word of six with the question is weak evidence, all six strong.
+The fused score is then weighted by kind and, gently, by recency (it breaks ties between equally
+ranked items; it must not reorder ranks). Items no longer live (invalidated facts, archived
+record entries, disabled experiences) come after every live one: they only appear when a search
+asks for them, and never outrank their replacement.
 """
 
 from __future__ import annotations
@@ -15,16 +20,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-RRF_K = 60
-# Distilled memories carry more per word than raw conversation.
+RRF_K = 10
+# The least a memory's age can multiply its score by (a new one gets 1.0).
+RECENCY_FLOOR = 0.9
+# Distilled memories carry more per word than raw conversation: a nudge, less than the gap
+# between two neighbouring ranks (1/11 vs 1/12, 9 %), so it orders near-ties only.
 KIND_WEIGHTS: Mapping[str, float] = {
-    "fact": 1.1,
-    "record": 1.05,
+    "fact": 1.04,
+    "record": 1.02,
     "summary": 1.0,
     "experience": 1.0,
     "shared_memory": 1.0,
     "message": 1.0,
-    "attachment": 0.95,
+    "attachment": 0.98,
 }
 SNIPPET_CHARS = 240
 # Words too common to say anything about what a question is after.
@@ -52,6 +60,7 @@ class Scored:
     ranked: Ranked
     recency_factor: float
     kind_weight: float
+    lexical_weight: float  # how much of the query the text covers, squared (1.0: every term)
     fused_score: float
     live: bool
 
@@ -84,26 +93,51 @@ def fuse(lexical: Sequence[tuple[int, float]], vector: Sequence[tuple[int, float
     ]
 
 
-def rrf(ranked: Ranked) -> float:
-    return sum(1.0 / (RRF_K + rank) for rank in (ranked.lexical_rank, ranked.vector_rank) if rank is not None)
+def rrf(ranked: Ranked, *, lexical_weight: float = 1.0) -> float:
+    """The rank fusion of one item; `lexical_weight` scales its word match (see `coverage`)."""
+    score = 0.0 if ranked.vector_rank is None else 1.0 / (RRF_K + ranked.vector_rank)
+    if ranked.lexical_rank is not None:
+        score += lexical_weight / (RRF_K + ranked.lexical_rank)
+    return score
+
+
+def coverage(text: str, terms: Sequence[str]) -> float:
+    """The share of the query's terms the text contains (stems, matched as snippets mark them)."""
+    if not terms:
+        return 0.0
+    words = {word.lower() for word in _WORD.findall(text)}
+    return sum(1 for stem in map(_stem, terms) if any(word.startswith(stem) for word in words)) / len(terms)
 
 
 def recency_factor(occurred_at: datetime, now: datetime, half_life_days: float) -> float:
-    """1.0 for something written now, 0.75 one half-life ago, tending to 0.5: recency breaks
-    ties between equally relevant memories but never buries an old relevant one."""
+    """1.0 for something written now, halfway to RECENCY_FLOOR one half-life ago: it orders
+    near-ties and never buries an old relevant memory."""
     age_days = max((now - occurred_at).total_seconds(), 0.0) / 86400.0
     if half_life_days <= 0:
         return 1.0
-    return 0.5 + 0.5 * 0.5 ** (age_days / half_life_days)
+    return RECENCY_FLOOR + (1.0 - RECENCY_FLOOR) * 0.5 ** (age_days / half_life_days)
 
 
 def score(
-    ranked: Ranked, *, kind: str, occurred_at: datetime, live: bool, now: datetime, half_life_days: float
+    ranked: Ranked,
+    *,
+    kind: str,
+    occurred_at: datetime,
+    live: bool,
+    now: datetime,
+    half_life_days: float,
+    lexical_weight: float = 1.0,
 ) -> Scored:
     recency = recency_factor(occurred_at, now, half_life_days)
     weight = KIND_WEIGHTS.get(kind, 1.0)
+    fused = rrf(ranked, lexical_weight=lexical_weight) * recency * weight
     return Scored(
-        ranked=ranked, recency_factor=recency, kind_weight=weight, fused_score=rrf(ranked) * recency * weight, live=live
+        ranked=ranked,
+        recency_factor=recency,
+        kind_weight=weight,
+        lexical_weight=lexical_weight,
+        fused_score=fused,
+        live=live,
     )
 
 

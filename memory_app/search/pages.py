@@ -189,6 +189,7 @@ def explain_view(explain: Mapping[str, Any]) -> dict[str, Any]:
         "vector_rank": explain.get("vector_rank"),
         "vector_similarity": _number(explain.get("vector_similarity")),
         "rrf_score": _number(explain.get("rrf_score"), 4),
+        "lexical_weight": _number(explain.get("lexical_weight")),
         "recency_factor": _number(explain.get("recency_factor")),
         "kind_weight": _number(explain.get("kind_weight")),
         "fused_score": _number(explain.get("fused_score"), 4),

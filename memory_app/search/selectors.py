@@ -56,7 +56,8 @@ class Hit:
             "lexical_score": ranked.lexical_score,
             "vector_rank": ranked.vector_rank,
             "vector_similarity": ranked.vector_similarity,
-            "rrf_score": fusion.rrf(ranked),
+            "rrf_score": fusion.rrf(ranked, lexical_weight=self.scored.lexical_weight),
+            "lexical_weight": self.scored.lexical_weight,
             "recency_factor": self.scored.recency_factor,
             "kind_weight": self.scored.kind_weight,
             "fused_score": self.scored.fused_score,
@@ -141,6 +142,7 @@ def _hits(ranked: list[fusion.Ranked], terms: list[str], limit: int) -> list[Hit
             live=items[r.item_id].invalidated_at is None,
             now=now,
             half_life_days=settings.SEARCH_RECENCY_HALF_LIFE_DAYS,
+            lexical_weight=fusion.coverage(items[r.item_id].text, terms) ** 2,
         )
         for r in ranked
         if r.item_id in items  # deleted between the engines' read and this one
