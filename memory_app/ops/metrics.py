@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import ParamSpec
+from typing import Any, ParamSpec
 
 from django.conf import settings
 from django.db.models import Count, Min
@@ -182,6 +182,7 @@ class QueueCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         from memory_app.compaction.models import CompactionRun
         from memory_app.facts.models import FactExtractionRun
+        from memory_app.search.models import IndexRun, SearchItem
 
         jobs = GaugeMetricFamily("memsite_queue_jobs", "Jobs waiting or running, per queue.", labels=["queue", "state"])
         oldest = GaugeMetricFamily(
@@ -190,11 +191,16 @@ class QueueCollector(Collector):
             labels=["queue"],
         )
         now = timezone.now()
-        for queue, model in ((settings.COMPACTION_QUEUE, CompactionRun), (settings.FACTS_QUEUE, FactExtractionRun)):
+        sources: tuple[tuple[str, Any], ...] = (
+            (settings.COMPACTION_QUEUE, CompactionRun),
+            (settings.FACTS_QUEUE, FactExtractionRun),
+            (settings.SEARCH_QUEUE, IndexRun),
+        )
+        for queue, model in sources:
             counts = {"pending": 0, "running": 0}
             first_pending = None
             rows = (
-                model.objects.filter(status__in=model.ACTIVE)
+                model.objects.filter(status__in=("pending", "running"))
                 .order_by()
                 .values("status")
                 .annotate(n=Count("pk"), first=Min("queued_at"))
@@ -210,6 +216,19 @@ class QueueCollector(Collector):
             oldest.add_metric([queue], age)
         yield jobs
         yield oldest
+        backlog = GaugeMetricFamily(
+            "memsite_search_index_backlog",
+            "Search index items not embedded yet (pending) or refused by the embedding backend (failed).",
+            labels=["state"],
+        )
+        # Read from the partial index of items not indexed: cheap however large the index is.
+        states = {SearchItem.State.PENDING.value: 0, SearchItem.State.FAILED.value: 0}
+        not_indexed = SearchItem.objects.exclude(state=SearchItem.State.INDEXED).order_by()
+        for row in not_indexed.values("state").annotate(n=Count("pk")):
+            states[row["state"]] = row["n"]
+        for state, value in states.items():
+            backlog.add_metric([state], value)
+        yield backlog
 
 
 def metrics_dir() -> Path:

@@ -156,9 +156,31 @@ def test_queue_depth_and_oldest_pending_age_come_from_the_job_rows(metrics_token
     assert total(samples, "memsite_queue_oldest_pending_age_seconds", queue="facts") >= 42
 
 
+def test_the_search_queue_and_index_backlog_come_from_their_rows(metrics_token, tenant):
+    from memory_app.search.models import IndexRun, SearchItem
+
+    IndexRun.objects.create(team=tenant.team, queued_at=timezone.now() - timedelta(seconds=120))
+    for state in ("pending", "pending", "failed", "indexed"):
+        SearchItem.objects.create(
+            team=tenant.team,
+            kind="fact",
+            source_key=state + str(SearchItem.objects.count()),
+            text="x",
+            text_hash="h",
+            state=state,
+        )
+
+    samples = scrape()
+    assert total(samples, "memsite_queue_jobs", queue="search", state="pending") == 1
+    assert total(samples, "memsite_queue_oldest_pending_age_seconds", queue="search") >= 120
+    assert total(samples, "memsite_search_index_backlog", state="pending") == 2
+    assert total(samples, "memsite_search_index_backlog", state="failed") == 1
+
+
 def test_the_queue_gauges_cost_one_query_per_queue(metrics_token, django_assert_num_queries):
     client = Client()
-    with django_assert_num_queries(2):
+    # compaction, facts, search; the search index's backlog
+    with django_assert_num_queries(4):
         assert client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {METRICS_TOKEN}").status_code == 200
 
 
