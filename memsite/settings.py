@@ -317,8 +317,11 @@ SEARCH_RESEND_AFTER = env_int("MEMSITE_SEARCH_RESEND_AFTER", 60, minimum=1)
 SEARCH_RUNNING_DEADLINE = env_int("MEMSITE_SEARCH_RUNNING_DEADLINE", 600, minimum=1)
 # One index run embeds this many items per batch, and stops after this long (a follow-up run
 # takes the rest), so one team's backlog never holds a worker for long.
-# A run for new writes waits this long, so the writes made meanwhile are indexed together.
-SEARCH_INDEX_DELAY = env_float("MEMSITE_SEARCH_INDEX_DELAY", 2.0)
+# A run for new writes may wait this long, so the writes made meanwhile are indexed together.
+# Off by default: a delay is a countdown message the worker holds unacknowledged, and a Redis
+# worker that loses its broker while holding one can crash in kombu's restore (seen in the fault
+# tests). Without it, appends still share runs whenever the indexer is behind (they wake nothing).
+SEARCH_INDEX_DELAY = env_float("MEMSITE_SEARCH_INDEX_DELAY", 0.0)
 # A result found only by the vector engine must be at least this similar (cosine) to the query:
 # without a floor, a search always returns `limit` items, however unrelated.
 SEARCH_VECTOR_MIN_SIMILARITY = env_float("MEMSITE_SEARCH_VECTOR_MIN_SIMILARITY", 0.2)

@@ -80,8 +80,8 @@ def index_request(*, team_id: int, trigger: str = IndexRun.Trigger.WRITE) -> Non
     """Make sure a pending index run exists for the team, and send it when the caller's
     transaction commits. Cheap when one is already waiting (one indexed read).
 
-    A run for writes waits SEARCH_INDEX_DELAY seconds: the writes made meanwhile ride along,
-    and while a session waits for it, its appends wake nothing (they cost no query at all).
+    While a session waits for a run, its appends wake nothing (they cost no query at all); a run
+    for writes may also wait SEARCH_INDEX_DELAY seconds (off by default) to gather more of them.
     """
     if IndexRun.objects.filter(team_id=team_id, status=Status.PENDING).exists():
         return

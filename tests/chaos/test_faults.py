@@ -107,8 +107,10 @@ def starts_per_run(stack: Stack) -> collections.Counter[str]:
 
 
 def all_runs_finished(stack: Stack) -> bool:
+    """Every run ended, however: done, failed, or skipped (a run queued by a later write that found
+    nothing worth an LLM call ends `skipped`; waiting for done or failed only would wait forever)."""
     current = runs(stack)
-    return bool(current) and all(status in ("done", "failed") for _, status, _ in current)
+    return bool(current) and all(status not in ("pending", "running") for _, status, _ in current)
 
 
 def sweeper_resent(stack: Stack) -> int:
