@@ -15,13 +15,9 @@ from memory_app.conversations.models import Message
 from memory_app.facts.models import Fact
 from memory_app.rounds.models import Attachment, SharedMemoryEntry
 from memory_app.search.models import SearchKind
+from memory_app.search.text import CHUNK_CHARS, chunks
 from memory_client.vocabulary.messages import content_text
 
-# A message is indexed in pieces of about this many characters (~250 tokens: the offline models
-# read at most 256), cut at whitespace, each overlapping the previous one a little so a phrase
-# across a cut is still found whole in one piece.
-CHUNK_CHARS = 1000
-CHUNK_OVERLAP = 120
 # Attachment types whose content is prose or code worth finding (not ids or binary references).
 TEXT_ATTACHMENT_TYPES = frozenset(
     {"thought", "text", "plan", "current_plan", "reply_content", "python", "execution_result", "revise_message"}
@@ -68,27 +64,6 @@ class Doc:
     @property
     def text_hash(self) -> str:
         return hashlib.blake2b(self.text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-
-
-def chunks(text: str, size: int = CHUNK_CHARS, overlap: int = CHUNK_OVERLAP) -> list[str]:
-    """`text` in pieces of at most about `size` characters, cut at whitespace where there is some."""
-    text = text.strip()
-    if len(text) <= size:
-        return [text] if text else []
-    pieces: list[str] = []
-    start = 0
-    while start < len(text):
-        end = min(start + size, len(text))
-        if end < len(text):
-            cut = text.rfind(" ", start + size // 2, end)
-            end = cut if cut > start else end
-        pieces.append(text[start:end].strip())
-        if end >= len(text):
-            break
-        start = max(end - overlap, start + 1)
-        space = text.find(" ", start, end)
-        start = space + 1 if 0 <= space < end else start
-    return [piece for piece in pieces if piece]
 
 
 def _tool_call_text(tool_calls: Any) -> str:

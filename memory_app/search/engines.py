@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import BooleanField, FloatField, Q, QuerySet
+from django.db.models import FloatField, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from memory_app.search import schema
@@ -80,33 +80,67 @@ def lexical(filters: Filters, terms: Sequence[str], limit: int) -> list[tuple[in
     return _sqlite_lexical(filters, terms, limit)
 
 
+# PostgreSQL ranks at most this many matching items: each query word brings its newest
+# LEXICAL_RANKED_MATCHES // len(terms) matches. ts_rank_cd reads every ranked item's tsvector, so
+# ranking all matches grows with the team (the words are OR-ed: a common one matches much of it);
+# per word, a rare word's matches all stay in, however many newer items a common word matches.
+# Finding the matches still reads each word's matches in the team (a bitmap heap scan, ~1 us each).
+LEXICAL_RANKED_MATCHES = 2000
+
+
 def _postgres_lexical(filters: Filters, terms: Sequence[str], limit: int) -> list[tuple[int, float]]:
-    tsquery = " | ".join(terms)  # terms are letters and digits only (fusion.query_terms)
+    # Terms are letters and digits only (fusion.query_terms); the SQL is this module's text and the
+    # user's words travel as parameters.
     query = f"to_tsquery('{schema.TS_CONFIG}', %s)"
-    # The SQL is this module's text; the user's words travel as parameters.
-    matched = RawSQL(f"search_tsv @@ {query}", [tsquery], output_field=BooleanField())  # noqa: S611
-    rank = RawSQL(f"ts_rank_cd(search_tsv, {query}, 32)", [tsquery], output_field=FloatField())  # noqa: S611
-    rows = (
-        candidates(filters)
-        .alias(matched=matched)
-        .filter(matched=True)
-        .annotate(rank=rank)
-        .order_by("-rank", "-id")
-        .values_list("id", "rank")[:limit]
+    where, where_params = _item_conditions(candidates(filters))
+    per_word = max(1, LEXICAL_RANKED_MATCHES // len(terms))
+    newest = (
+        f"(SELECT id FROM {schema.TABLE} WHERE {where} AND search_tsv @@ {query} "  # noqa: S608
+        "ORDER BY occurred_at DESC, id DESC LIMIT %s)"
     )
-    return [(item_id, float(rank)) for item_id, rank in rows]
+    sql = (
+        f"SELECT id, ts_rank_cd(search_tsv, {query}, 32) AS rank FROM {schema.TABLE} "  # noqa: S608
+        f"WHERE id IN ({' UNION '.join([newest] * len(terms))}) ORDER BY rank DESC, id DESC LIMIT %s"
+    )
+    params: list[Any] = [" | ".join(terms)]
+    for term in terms:
+        params += [*where_params, term, per_word]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, limit])
+        return [(int(item_id), float(rank)) for item_id, rank in cursor.fetchall()]
 
 
 def _sqlite_lexical(filters: Filters, terms: Sequence[str], limit: int) -> list[tuple[int, float]]:
     match = " OR ".join(f'"{term}"' for term in terms)
-    inner_sql, inner_params = candidates(filters).values("id").query.sql_with_params()
+    where, params = _item_conditions(candidates(filters))
+    # CROSS JOIN keeps the full-text table outermost: FTS5 runs the MATCH once and each hit is
+    # looked up by primary key. Left to the planner, it runs the MATCH once per item of the team.
     sql = (
-        f"SELECT rowid, -bm25({schema.FTS_TABLE}) AS score FROM {schema.FTS_TABLE} "  # noqa: S608
-        f"WHERE {schema.FTS_TABLE} MATCH %s AND rowid IN ({inner_sql}) ORDER BY score DESC, rowid DESC LIMIT %s"
+        f"SELECT {schema.FTS_TABLE}.rowid, -bm25({schema.FTS_TABLE}) AS score "  # noqa: S608
+        f"FROM {schema.FTS_TABLE} CROSS JOIN {schema.TABLE} ON {schema.TABLE}.id = {schema.FTS_TABLE}.rowid "
+        f"WHERE {schema.FTS_TABLE} MATCH %s AND {where} ORDER BY score DESC, {schema.FTS_TABLE}.rowid DESC LIMIT %s"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [match, *inner_params, limit])
+        cursor.execute(sql, [match, *params, limit])
         return [(int(item_id), float(value)) for item_id, value in cursor.fetchall()]
+
+
+def _item_conditions(items: QuerySet[SearchItem]) -> tuple[str, list[Any]]:
+    """The WHERE clause of `items` (its values as parameters), on the item table's own columns,
+    to write into the engines' hand-written SQL.
+
+    A filter that joins another table cannot be inlined: it is kept as an `id IN (...)` subquery
+    (which SQLite reads into a list once per search: still one MATCH).
+    """
+    query = items.query
+    # A filter on team_id registers the team table's join, unused (its refcount is 0): ignore it.
+    joined = [alias for alias in query.alias_map if alias != schema.TABLE and query.alias_refcount[alias]]
+    if not joined:
+        where, params = query.get_compiler(connection=connection).compile(query.where)
+        if where:
+            return f"({where})", list(params)
+    inner, inner_params = items.values("id").query.sql_with_params()
+    return f"{schema.TABLE}.id IN ({inner})", list(inner_params)
 
 
 # --- vector ---------------------------------------------------------------------------------------

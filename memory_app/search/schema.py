@@ -13,6 +13,7 @@ in one index or one search.
 from __future__ import annotations
 
 import logging
+import time
 
 from django.db import connection as default_connection
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -70,17 +71,38 @@ def pgvector_available(connection: BaseDatabaseWrapper = default_connection) -> 
         return cursor.fetchone() is not None
 
 
+# Whether the item table has its vector column, per database this process has asked: the
+# information_schema query costs 1-2 ms and a search asks twice (the engine and its name). A "yes"
+# stays: only dropping the table removes the column. A "no" is asked again after
+# _NOT_INSTALLED_TTL seconds, so a process started before `manage.py reindex` enabled pgvector in
+# another process moves to it without a restart. install_pgvector forgets the answer.
+_installed: dict[tuple[str, str, str, str], tuple[bool, float]] = {}
+_NOT_INSTALLED_TTL = 60.0
+
+
+def _database_key(connection: BaseDatabaseWrapper) -> tuple[str, str, str, str]:
+    config = connection.settings_dict
+    # NAME too: the test runner points the same alias at a database of its own.
+    return (connection.alias, str(config.get("HOST") or ""), str(config.get("PORT") or ""), str(config["NAME"]))
+
+
 def pgvector_installed(connection: BaseDatabaseWrapper = default_connection) -> bool:
     """Whether the item table has its vector column: the vector engine is pgvector."""
     if connection.vendor != "postgresql":
         return False
+    key = _database_key(connection)
+    known = _installed.get(key)
+    if known is not None and (known[0] or time.monotonic() - known[1] < _NOT_INSTALLED_TTL):
+        return known[0]
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT 1 FROM information_schema.columns WHERE table_name = %s AND column_name = 'embedding_vec' "
             "AND table_schema = current_schema()",
             [TABLE],
         )
-        return cursor.fetchone() is not None
+        installed = cursor.fetchone() is not None
+    _installed[key] = (installed, time.monotonic())
+    return installed
 
 
 def install_pgvector(connection: BaseDatabaseWrapper = default_connection) -> bool:
@@ -90,6 +112,16 @@ def install_pgvector(connection: BaseDatabaseWrapper = default_connection) -> bo
     `manage.py reindex` (for an extension installed later). A server without the extension,
     or a role that may not create it, keeps the exact-cosine engine.
     """
+    # Asked afresh, and the answer of this process forgotten: the column may have come or gone
+    # since (a migration run, a rolled-back transaction).
+    _installed.pop(_database_key(connection), None)
+    try:
+        return _install_pgvector(connection)
+    finally:
+        _installed.pop(_database_key(connection), None)
+
+
+def _install_pgvector(connection: BaseDatabaseWrapper) -> bool:
     if pgvector_installed(connection):
         return True
     if not pgvector_available(connection):

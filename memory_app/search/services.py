@@ -458,12 +458,24 @@ def search_reindex(*, team_id: int | None = None, kind: str | None = None) -> di
         .filter(Q(state=State.FAILED) | (Q(state=State.INDEXED) & ~Q(embedding_model=model)))
         .update(state=State.PENDING, error="")
     )
+    counts["reembed"] += _pending_without_pgvector_vector(scope, kinds)
     teams = set(Session.objects.filter(scope).values_list("team_id", flat=True).distinct())
     teams |= set(SearchItem.objects.filter(scope).values_list("team_id", flat=True).distinct())
     for owner in teams:
         index_request(team_id=owner, trigger=IndexRun.Trigger.REINDEX)
     counts["teams"] = len(teams)
     return counts
+
+
+def _pending_without_pgvector_vector(scope: Q, kinds: list[str]) -> int:
+    """Items embedded before pgvector was enabled have no vector in its column: embed them again
+    (the stored float32 vector is not converted in SQL: it is one pass of the index job)."""
+    if not schema.pgvector_installed():
+        return 0
+    missing = SearchItem.objects.filter(scope, kind__in=kinds, state=State.INDEXED).extra(
+        where=["embedding_vec IS NULL"]
+    )
+    return missing.update(state=State.PENDING)
 
 
 def _replace_kind(*, team_id: int, kind: str, docs: list[Doc]) -> int:

@@ -41,3 +41,23 @@ def test_pgvector_searches_through_its_hnsw_index(api, tenant):
 
     assert len(found) == 10
     assert schema.vector_index_name(FakeEmbeddings.dimension) in plan, plan
+
+
+def test_reindex_embeds_again_what_was_indexed_before_pgvector_was_enabled(api, tenant):
+    from memory_app.search import services as index
+    from memory_app.search.models import SearchItem
+
+    session = new_session(tenant)
+    say(session, user("the kestrels moved to the north tower"))
+    run_index(tenant.team.pk)
+    with connection.cursor() as cursor:  # as if embedded while the column did not exist yet
+        cursor.execute(f"UPDATE {schema.TABLE} SET embedding_vec = NULL")  # noqa: S608
+
+    counts = index.search_reindex(team_id=tenant.team.pk)
+    run_index(tenant.team.pk)
+
+    assert counts["reembed"] == 1
+    assert SearchItem.objects.get(team=tenant.team).state == "indexed"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {schema.TABLE} WHERE embedding_vec IS NOT NULL")  # noqa: S608
+        assert cursor.fetchone()[0] == 1
