@@ -73,8 +73,13 @@ def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     return {prefix or "non_field_errors": [str(detail)]}
 
 
-def _body(code: str, detail: str, fields: dict[str, list[str]] | None = None) -> dict[str, Any]:
+def error_body(code: str, detail: str, fields: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """The API's one error shape; MCP tool errors carry the same (memory_app.mcp)."""
     return {"error": code, "detail": detail, "fields": fields or {}}
+
+
+def validation_error_body(fields: dict[str, list[str]]) -> dict[str, Any]:
+    return error_body("validation_error", _summary(fields) if fields else "Invalid input.", fields)
 
 
 def _summary(fields: dict[str, list[str]]) -> str:
@@ -96,7 +101,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 def _error_response(exc: Exception, context: dict[str, Any]) -> Response | None:
     response: Response | None
     if isinstance(exc, DomainError):
-        response = Response(_body(exc.code, exc.detail, exc.fields), status=_DOMAIN_STATUS.get(type(exc), 400))
+        response = Response(error_body(exc.code, exc.detail, exc.fields), status=_DOMAIN_STATUS.get(type(exc), 400))
         if isinstance(exc, BudgetExceeded):
             response["Retry-After"] = str(int(exc.retry_after))
         return response
@@ -107,7 +112,7 @@ def _error_response(exc: Exception, context: dict[str, Any]) -> Response | None:
             headers={"Retry-After": str(settings.DB_UNAVAILABLE_RETRY_AFTER)},
         )
     if isinstance(exc, RequestDataTooBig):
-        return Response(_body("payload_too_large", str(exc)), status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+        return Response(error_body("payload_too_large", str(exc)), status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
 
@@ -116,14 +121,14 @@ def _error_response(exc: Exception, context: dict[str, Any]) -> Response | None:
         return None
     if isinstance(exc, exceptions.ValidationError):
         fields = flatten_errors(exc.detail)
-        response.data = _body("validation_error", _summary(fields) if fields else "Invalid input.", fields)
+        response.data = validation_error_body(fields)
         return response
     if isinstance(exc, exceptions.ParseError):
-        response.data = _body("parse_error", str(exc.detail))
+        response.data = error_body("parse_error", str(exc.detail))
         return response
     if isinstance(exc, exceptions.APIException):
         code = exc.get_codes() if isinstance(exc.get_codes(), str) else exc.default_code
-        response.data = _body(str(code), str(exc.detail))
+        response.data = error_body(str(code), str(exc.detail))
     return response
 
 
@@ -134,12 +139,12 @@ API_PREFIX = "/api/"
 
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if request.path.startswith(API_PREFIX):
-        return JsonResponse(_body("not_found", "Not found."), status=status.HTTP_404_NOT_FOUND)
+        return JsonResponse(error_body("not_found", "Not found."), status=status.HTTP_404_NOT_FOUND)
     return defaults.page_not_found(request, exception)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
     if request.path.startswith(API_PREFIX):
-        body = _body("server_error", "The server failed to answer; the error is logged.")
+        body = error_body("server_error", "The server failed to answer; the error is logged.")
         return JsonResponse(body, status=status.HTTP_500_INTERNAL_SERVER_ERROR)
     return defaults.server_error(request)

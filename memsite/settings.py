@@ -34,6 +34,8 @@ DEFAULT_EXCEPTION_REPORTER_FILTER = "memsite.error_reports.CredentialMaskingFilt
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# Browser origins (scheme://host[:port]) allowed to call /mcp/ besides the server's own (docs/mcp.md).
+MCP_ALLOWED_ORIGINS = env_list("MEMSITE_MCP_ALLOWED_ORIGINS", [])
 
 INSTALLED_APPS = [
     "memsite.admin_apps.MemsiteAdminConfig",  # Django's admin, its login throttled

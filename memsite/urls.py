@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from memory_app.mcp.api import mcp_endpoint
 from memsite.health import healthz
 from memsite.login_throttle import throttle_failed_logins
 from memsite.metrics_view import metrics
@@ -28,6 +29,9 @@ urlpatterns = [
         ),
         name="swagger-ui",
     ),
+    # The MCP server (docs/mcp.md); hosts are often configured without the trailing slash.
+    path("mcp/", mcp_endpoint, name="mcp"),
+    path("mcp", mcp_endpoint),
     path("api/v1/", include("memory_app.api.urls")),
     path("api/v1/", include("experiences_app.api.urls")),
     path("experiences/", include(("experiences_app.urls", "experiences"), namespace="experiences")),

@@ -92,8 +92,20 @@ LLM_CALL_SECONDS = Histogram(
     buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0),
 )
 
+# --- MCP tool calls (one series per tool; the POST that carried each is in the HTTP series) --
+MCP_TOOL_CALLS = Counter(
+    "memsite_mcp_tool_calls", "MCP tool calls, by tool and outcome (ok or the error code).", ["tool", "outcome"]
+)
+MCP_TOOL_SECONDS = Histogram(
+    "memsite_mcp_tool_call_duration_seconds",
+    "Time to run an MCP tool, by tool.",
+    ["tool"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
+
 UNMATCHED = "<unmatched>"
 _STATUS_OUTCOME = re.compile(r"^[a-z][a-z-]{0,39}$")
+_ERROR_CODE = re.compile(r"^[a-z][a-z_]{0,39}$")
 
 
 def endpoint_label(request: HttpRequest) -> str:
@@ -109,6 +121,12 @@ def observe_request(*, endpoint: str, method: str, status: int, seconds: float) 
     HTTP_REQUESTS.labels(endpoint, method, str(status)).inc()
     HTTP_REQUEST_SECONDS.labels(endpoint, method).observe(seconds)
     _requests_by_process().inc()
+
+
+def observe_mcp_call(*, tool: str, outcome: str, seconds: float) -> None:
+    # Outcomes are the API's error codes (validation_error, not_found, ...): a bounded set.
+    MCP_TOOL_CALLS.labels(tool, outcome if _ERROR_CODE.match(outcome) else "other").inc()
+    MCP_TOOL_SECONDS.labels(tool).observe(seconds)
 
 
 def job_outcome(status: str) -> str:

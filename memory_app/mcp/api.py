@@ -1,0 +1,163 @@
+"""`/mcp/`: the MCP server over Streamable HTTP, authenticated by the API's Bearer keys.
+
+One POST, one JSON-RPC message, one JSON answer (protocol.py says why that is all either era
+of the specification needs). The key is checked before anything is read, so an unauthenticated
+caller learns nothing, not even the tool list; tools then run as that key (tools.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework import exceptions
+from rest_framework.request import Request
+
+from memory_app.mcp import protocol
+from memory_app.mcp.protocol import Incoming, RpcError
+from memory_app.mcp.tools import TOOLS, Call, ToolFailed, ToolResult
+from memory_app.ops import metrics
+from memory_app.tenancy.auth import ApiKeyAuthentication
+from memory_app.tenancy.models import ApiKey
+
+log = logging.getLogger("memsite.mcp")
+SERVER_INFO = {"name": "memsite", "title": "memsite memory hub", "version": settings.SPECTACULAR_SETTINGS["VERSION"]}
+INSTRUCTIONS = (
+    "memsite keeps this team's agent memory: conversations (memory_append, memory_context), hybrid search over "
+    "everything stored (memory_search), facts (fact_add, facts_query), curated experiences to follow "
+    "(experiences_select), each agent's record of discoveries, attempts and decisions (agent_record_add, "
+    "agent_record_prompt), and the background work on it (events_list, job_status). Before an LLM call, "
+    "memory_context gives the messages to send within a token budget, with relevant memories when `recall` "
+    "is given."
+)
+CAPABILITIES = {"tools": {"listChanged": False}}
+
+
+@csrf_exempt  # a Bearer key authenticates every call; no cookie is ever read here
+def mcp_endpoint(request: HttpRequest) -> HttpResponse:
+    if request.method != "POST":
+        # No server-to-client stream: every answer is in the POST's response (spec: 405 for GET).
+        response = _rpc_response(
+            None, RpcError(protocol.INVALID_REQUEST, "Use POST: this server sends no stream."), 405
+        )
+        response["Allow"] = "POST"
+        return response
+    if not _origin_allowed(request):
+        return _rpc_response(None, RpcError(protocol.UNAUTHORIZED, "Origin not allowed."), 403)
+    api_key = _authenticated_key(request)
+    if isinstance(api_key, HttpResponse):
+        return api_key
+    if request.content_type != "application/json":
+        return _rpc_response(None, RpcError(protocol.INVALID_REQUEST, "Content-Type must be application/json."), 415)
+    try:
+        payload = json.loads(request.body)
+    except (ValueError, UnicodeDecodeError):
+        return _rpc_response(None, RpcError(protocol.PARSE_ERROR, "The body is not valid JSON."), 400)
+    headers = {name.lower(): value for name, value in request.headers.items()}
+    request_id = payload.get("id") if isinstance(payload, dict) else None
+    try:
+        incoming = protocol.read_message(payload, headers)
+    except RpcError as error:
+        return _rpc_response(request_id, error, protocol.error_status(error, modern=True))
+    if incoming is None or incoming.notification:
+        return HttpResponse(status=202)
+    try:
+        result = _dispatch(incoming, request, api_key)
+    except RpcError as error:
+        return _rpc_response(incoming.id, error, protocol.error_status(error, modern=incoming.modern))
+    return JsonResponse(protocol.answer(incoming, result, SERVER_INFO))
+
+
+def _dispatch(incoming: Incoming, request: HttpRequest, api_key: ApiKey) -> dict[str, Any]:
+    method, params = incoming.method, incoming.params
+    if method == "initialize" and not incoming.modern:
+        return {
+            "protocolVersion": protocol.negotiated_version(params.get("protocolVersion")),
+            "capabilities": CAPABILITIES,
+            "serverInfo": SERVER_INFO,
+            "instructions": INSTRUCTIONS,
+        }
+    if method == "server/discover":
+        return {
+            "supportedVersions": list(protocol.MODERN_VERSIONS),
+            "capabilities": CAPABILITIES,
+            "instructions": INSTRUCTIONS,
+            "cacheScope": "private",
+            "ttlMs": 0,
+        }
+    if method == "ping":
+        return {}
+    if method == "tools/list":
+        listing: dict[str, Any] = {"tools": [tool.describe() for tool in TOOLS.values()]}
+        return {**listing, "cacheScope": "private", "ttlMs": 0} if incoming.modern else listing
+    if method == "tools/call":
+        return _call_tool(params, request, api_key)
+    raise RpcError(protocol.METHOD_NOT_FOUND, f"Method not found: {method}")
+
+
+def _call_tool(params: dict[str, Any], request: HttpRequest, api_key: ApiKey) -> dict[str, Any]:
+    name, arguments = params.get("name"), params.get("arguments") or {}
+    if not isinstance(name, str) or name not in TOOLS:
+        raise RpcError(protocol.INVALID_PARAMS, f"Unknown tool: {name}", {"tools": list(TOOLS)})
+    if not isinstance(arguments, dict):
+        raise RpcError(protocol.INVALID_PARAMS, "`arguments` must be an object.")
+    call = Call(request=request, api_key=api_key, arguments=arguments)
+    started = time.monotonic()
+    try:
+        result: ToolResult | ToolFailed = TOOLS[name].call(call)
+    except ToolFailed as failed:
+        result = failed
+    seconds = time.monotonic() - started
+    outcome = "ok" if isinstance(result, ToolResult) else str(result.body.get("error") or "error")
+    metrics.observe_mcp_call(tool=name, outcome=outcome, seconds=seconds)
+    log.info(
+        "mcp %s %s",
+        name,
+        outcome,
+        extra={"tool": name, "outcome": outcome, "endpoint": call.endpoint, "duration_ms": round(seconds * 1000, 1)},
+    )
+    if isinstance(result, ToolFailed):
+        error = {**result.body, "status": result.status}
+        return {"content": [_text(json.dumps(error, ensure_ascii=False))], "structuredContent": error, "isError": True}
+    return {"content": [_text(result.text)], "structuredContent": result.data, "isError": False}
+
+
+def _text(text: str) -> dict[str, str]:
+    return {"type": "text", "text": text}
+
+
+def _authenticated_key(request: HttpRequest) -> ApiKey | HttpResponse:
+    """The request's active API key, or the 401 answer (with the API's words for why)."""
+    try:
+        found = ApiKeyAuthentication().authenticate(Request(request))
+    except exceptions.AuthenticationFailed as failed:
+        return _unauthorized(str(failed.detail))
+    if found is None:
+        return _unauthorized("Authentication credentials were not provided: send 'Authorization: Bearer <key>'.")
+    return found[1]
+
+
+def _unauthorized(detail: str) -> HttpResponse:
+    response = _rpc_response(None, RpcError(protocol.UNAUTHORIZED, detail, {"error": "not_authenticated"}), 401)
+    response["WWW-Authenticate"] = 'Bearer realm="memsite"'
+    return response
+
+
+def _origin_allowed(request: HttpRequest) -> bool:
+    """Browsers send Origin; a page of another site must not reach a local server (DNS rebinding)."""
+    origin = request.headers.get("Origin")
+    if not origin:
+        return True
+    if origin in settings.MCP_ALLOWED_ORIGINS:
+        return True
+    return urlsplit(origin).netloc == request.get_host()
+
+
+def _rpc_response(request_id: Any, error: RpcError, status: int) -> JsonResponse:
+    return JsonResponse(protocol.error_answer(request_id, error), status=status)
