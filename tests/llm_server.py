@@ -54,7 +54,26 @@ class Vectors:
     hold: threading.Event | None = None
 
 
-Step = Reply | Fail | Garbage
+@dataclass
+class ToolCall:
+    """One function call the model makes: `arguments` is the JSON string OpenAI sends."""
+
+    name: str
+    arguments: str = "{}"
+    id: str = "call_1"
+
+
+@dataclass
+class ToolCallsReply:
+    """An assistant reply that calls tools (finish_reason "tool_calls"), with optional text."""
+
+    calls: list[ToolCall]
+    text: str | None = None
+    prompt_tokens: int = 11
+    completion_tokens: int = 7
+
+
+Step = Reply | Fail | Garbage | ToolCallsReply
 EmbeddingStep = Vectors | Fail | Garbage
 
 
@@ -83,6 +102,20 @@ def completion(text: str, *, model: str, prompt_tokens: int, completion_tokens: 
             "total_tokens": prompt_tokens + completion_tokens,
         },
     }
+
+
+def tool_calls_completion(step: ToolCallsReply, *, model: str) -> dict[str, Any]:
+    payload = completion(
+        step.text or "", model=model, prompt_tokens=step.prompt_tokens, completion_tokens=step.completion_tokens
+    )
+    choice = payload["choices"][0]
+    choice["finish_reason"] = "tool_calls"
+    choice["message"]["content"] = step.text
+    choice["message"]["tool_calls"] = [
+        {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+        for call in step.calls
+    ]
+    return payload
 
 
 class ScriptedLLMServer:
@@ -147,6 +180,11 @@ class ScriptedLLMServer:
             return
         if isinstance(step, Garbage):
             self._send(handler, 200, step.body.encode(), {})
+            return
+        if isinstance(step, ToolCallsReply):
+            self._send(
+                handler, 200, json.dumps(tool_calls_completion(step, model=body.get("model", "scripted"))).encode(), {}
+            )
             return
         if step.hold is not None:
             step.hold.wait(timeout=60)

@@ -58,7 +58,8 @@ class Route:
 
     @property
     def is_api(self) -> bool:
-        return self.pattern.startswith("api/")
+        """Answered to API keys, never to a browser session: the REST API and the MCP endpoint."""
+        return self.pattern.startswith(("api/", "mcp"))
 
 
 def _sample(name: str) -> str:

@@ -63,6 +63,12 @@ class FactInputSerializer(serializers.Serializer):
     object = _term()
     session = serializers.UUIDField(required=False, allow_null=True, help_text="Omit for a team-wide fact.")
     confidence = StrictFloatField(required=False, allow_null=True, min_value=0.0, max_value=1.0)
+    replaces = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="This value replaces the live values of the same subject and predicate in its scope (they are "
+        "invalidated, never deleted), as a single-valued predicate's new value does.",
+    )
 
 
 class FactPatchSerializer(serializers.Serializer):

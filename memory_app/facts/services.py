@@ -249,15 +249,19 @@ def fact_add(
     object: str,
     session: Session | None = None,
     confidence: float | None = None,
+    replaces: bool = False,
     curated: bool = False,
 ) -> tuple[Fact, bool]:
     """Add a fact by hand (the client's add_fact); returns (fact, created).
 
     The same live fact in the same scope is not duplicated: it is returned with
-    times_seen + 1. A single-valued predicate's new value invalidates the old one, unless the
-    old one is curated and this one is not (see `_invalidate_rivals`). `curated`: an admin adds it.
+    times_seen + 1. A single-valued predicate's new value, or any value added with `replaces`
+    (the writer says so, as an extractor's LLM may), invalidates the old ones, unless an old one
+    is curated and this one is not (see `_invalidate_rivals`). `curated`: an admin adds it.
     """
-    item = FactInput(role=role, subject=subject, predicate=predicate, object=object, confidence=confidence)
+    item = FactInput(
+        role=role, subject=subject, predicate=predicate, object=object, confidence=confidence, replaces=replaces
+    )
     outcome = write_facts(
         team_id=team.pk,
         session_id=session.pk if session else None,

@@ -25,9 +25,14 @@ from memory_app.mcp.tools import TOOLS, Call, ToolFailed, ToolResult
 from memory_app.ops import metrics
 from memory_app.tenancy.auth import ApiKeyAuthentication
 from memory_app.tenancy.models import ApiKey
+from memsite.api_errors import error_body
 
 log = logging.getLogger("memsite.mcp")
-SERVER_INFO = {"name": "memsite", "title": "memsite memory hub", "version": settings.SPECTACULAR_SETTINGS["VERSION"]}
+SERVER_INFO: dict[str, str] = {
+    "name": "memsite",
+    "title": "memsite memory hub",
+    "version": str(settings.SPECTACULAR_SETTINGS["VERSION"]),
+}
 INSTRUCTIONS = (
     "memsite keeps this team's agent memory: conversations (memory_append, memory_context), hybrid search over "
     "everything stored (memory_search), facts (fact_add, facts_query), curated experiences to follow "
@@ -41,6 +46,12 @@ CAPABILITIES = {"tools": {"listChanged": False}}
 
 @csrf_exempt  # a Bearer key authenticates every call; no cookie is ever read here
 def mcp_endpoint(request: HttpRequest) -> HttpResponse:
+    # Who is calling comes first, for every method: a caller without a key learns nothing.
+    if not _origin_allowed(request):
+        return JsonResponse(error_body("permission_denied", "This Origin may not call the MCP endpoint."), status=403)
+    api_key = _authenticated_key(request)
+    if isinstance(api_key, HttpResponse):
+        return api_key
     if request.method != "POST":
         # No server-to-client stream: every answer is in the POST's response (spec: 405 for GET).
         response = _rpc_response(
@@ -48,11 +59,6 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
         )
         response["Allow"] = "POST"
         return response
-    if not _origin_allowed(request):
-        return _rpc_response(None, RpcError(protocol.UNAUTHORIZED, "Origin not allowed."), 403)
-    api_key = _authenticated_key(request)
-    if isinstance(api_key, HttpResponse):
-        return api_key
     if request.content_type != "application/json":
         return _rpc_response(None, RpcError(protocol.INVALID_REQUEST, "Content-Type must be application/json."), 415)
     try:
@@ -144,7 +150,8 @@ def _authenticated_key(request: HttpRequest) -> ApiKey | HttpResponse:
 
 
 def _unauthorized(detail: str) -> HttpResponse:
-    response = _rpc_response(None, RpcError(protocol.UNAUTHORIZED, detail, {"error": "not_authenticated"}), 401)
+    """HTTP 401 as MCP's authorization rules ask (not a JSON-RPC answer), in the API's error shape."""
+    response = JsonResponse(error_body("not_authenticated", detail), status=401)
     response["WWW-Authenticate"] = 'Bearer realm="memsite"'
     return response
 

@@ -36,8 +36,6 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 HEADER_MISMATCH = -32020
 UNSUPPORTED_PROTOCOL_VERSION = -32022
-# Not a JSON-RPC code of the specification: what this server sends with HTTP 401/403.
-UNAUTHORIZED = -32001
 
 # The HTTP status of an error answer in the current revision (the SDKs' table); the older
 # revisions answer a JSON-RPC error with 200, except a message that is not JSON-RPC at all.

@@ -415,8 +415,9 @@ FACT_ADD = Tool(
     name="fact_add",
     title="Add a fact",
     description="Record a fact as subject / predicate / object (e.g. 'alice' 'prefers' 'dark mode'), for the "
-    "team or one session. A fact that replaces an older one (same subject and predicate, new object) "
-    "supersedes it: the old one stays in history as no longer valid.",
+    "team or one session. The same fact again is counted, not duplicated. With `replaces: true` (or for a "
+    "single-valued predicate such as 'lives_in') the new object supersedes the live ones of the same subject "
+    "and predicate: they stay in history as no longer valid.",
     properties={
         "subject": {**TERM, "description": "Who or what the fact is about."},
         "predicate": {**TERM, "description": "The relation, e.g. 'works_at', 'prefers'."},
@@ -424,6 +425,7 @@ FACT_ADD = Tool(
         "role": {"type": "string", "maxLength": 200, "description": "Who states it: 'user', 'assistant' or an agent."},
         "session_id": {**SESSION_ID, "description": "The session it came from (omit for a team-wide fact)."},
         "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+        "replaces": {"type": "boolean", "description": "This value replaces the current ones (default false)."},
     },
     required=("subject", "predicate", "object", "role"),
     run=run_fact_add,
