@@ -34,7 +34,9 @@ DEFAULT_TIMEOUT = 60.0
 class Proxy:
     """Forwards one JSON-RPC message at a time to `<url>/mcp/` with the API key."""
 
-    def __init__(self, url: str, api_key: str, *, timeout: float = DEFAULT_TIMEOUT, http: httpx.Client | None = None):
+    def __init__(
+        self, url: str, api_key: str, *, timeout: float = DEFAULT_TIMEOUT, http: httpx.Client | None = None
+    ) -> None:
         self.endpoint = url.rstrip("/") + "/mcp/"
         self.http = http or httpx.Client(timeout=timeout)
         self.headers = {

@@ -42,6 +42,8 @@ INSTRUCTIONS = (
     "is given."
 )
 CAPABILITIES = {"tools": {"listChanged": False}}
+# JSON-RPC leaves -32000..-32099 to servers: this one says the API key was refused (HTTP 401).
+UNAUTHORIZED = -32001
 
 
 @csrf_exempt  # a Bearer key authenticates every call; no cookie is ever read here
@@ -143,17 +145,38 @@ def _authenticated_key(request: HttpRequest) -> ApiKey | HttpResponse:
     try:
         found = ApiKeyAuthentication().authenticate(Request(request))
     except exceptions.AuthenticationFailed as failed:
-        return _unauthorized(str(failed.detail))
+        return _unauthorized(request, str(failed.detail))
     if found is None:
-        return _unauthorized("Authentication credentials were not provided: send 'Authorization: Bearer <key>'.")
+        return _unauthorized(request, "No API key: send 'Authorization: Bearer <key>'.")
     return found[1]
 
 
-def _unauthorized(detail: str) -> HttpResponse:
-    """HTTP 401 as MCP's authorization rules ask (not a JSON-RPC answer), in the API's error shape."""
-    response = JsonResponse(error_body("not_authenticated", detail), status=401)
+def _unauthorized(request: HttpRequest, detail: str) -> HttpResponse:
+    """HTTP 401 with `WWW-Authenticate`, as MCP's authorization rules ask.
+
+    A JSON-RPC request gets a JSON-RPC error in the body, which MCP clients show to their user
+    ("Invalid or revoked API key.") instead of a bare status; anything else the API's error shape.
+    """
+    body: dict[str, Any] = error_body("not_authenticated", detail)
+    request_id = _json_rpc_request_id(request)
+    if request_id is not None:
+        body = protocol.error_answer(request_id, RpcError(UNAUTHORIZED, detail, {"error": "not_authenticated"}))
+    response = JsonResponse(body, status=401)
     response["WWW-Authenticate"] = 'Bearer realm="memsite"'
     return response
+
+
+def _json_rpc_request_id(request: HttpRequest) -> str | int | None:
+    """The id of the JSON-RPC request in the body, if it is one (read only to word a refusal)."""
+    if request.method != "POST" or request.content_type != "application/json":
+        return None
+    try:
+        payload = json.loads(request.body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if isinstance(payload, dict) and payload.get("jsonrpc") == "2.0" and isinstance(payload.get("id"), str | int):
+        return payload["id"]
+    return None
 
 
 def _origin_allowed(request: HttpRequest) -> bool:

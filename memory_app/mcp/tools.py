@@ -16,6 +16,7 @@ from typing import Any
 from django.db import transaction
 from django.http import HttpRequest
 
+from memory_app.agent_records import services as records
 from memory_app.conversations.models import Message
 from memory_app.mcp.arguments import Schema, argument_problems
 from memory_app.mcp.gateway import ApiAnswer, call_api
@@ -498,11 +499,12 @@ AGENT_RECORD_ADD = Tool(
     name="agent_record_add",
     title="Record a discovery, attempt or decision",
     description="Add to an agent's work record in a session. kind 'discovery': entry {type: "
-    "pattern|insight|issue|dependency, content, importance?: high|medium|low, relatedFiles?, actionItems?}. "
-    "kind 'attempt': entry {description, approach?, commands?, result?: success|failure|partial (omit while in "
-    "progress), output?, error?, lessons?}. kind 'decision': entry {type: architecture|implementation|"
-    "approach|tool_selection, description, reasoning?, alternatives?, impact?, reversible?}. The server "
-    "assigns the id ('discovery-001', ...) and timestamp. Failed attempts are what later prompts warn about.",
+    f"{'|'.join(records.DISCOVERY_TYPES)}, content, importance?: {'|'.join(records.IMPORTANCE)}, relatedFiles?, "
+    "actionItems?}. kind 'attempt': entry {description, approach?, commands?, result?: "
+    f"{'|'.join(records.RESULTS)} (omit while in progress), planStep?, output?, error?, lessons?}}. kind 'decision': "
+    f"entry {{type: {'|'.join(records.DECISION_TYPES)}, description, reasoning?, alternatives?, impact?, "
+    "reversible?}. The server assigns the id ('discovery-001', ...) and the timestamp. Failed attempts are what "
+    "later prompts warn about.",
     properties={
         "session_id": SESSION_ID,
         "agent": AGENT,

@@ -19,7 +19,9 @@ from mcp.types import CallToolResult
 from tests.worker_process import process_env, start_gunicorn, stop
 
 T = TypeVar("T")
-MODES = ("2026-07-28", "legacy")  # the current revision, and the initialize handshake (2025-11-25)
+# "auto" probes server/discover and settles on the current revision (2026-07-28); "legacy" does the
+# initialize handshake (2025-11-25).
+MODES = ("auto", "legacy")
 
 
 @dataclass
@@ -68,3 +70,10 @@ async def call(url: str, key: str, tool: str, arguments: dict[str, Any], *, mode
 
 def text_json(result: CallToolResult) -> Any:
     return json.loads(result.content[0].text)  # type: ignore[union-attr]
+
+
+def leaf_error(error: BaseException) -> BaseException:
+    """The error an SDK call raised, out of the task groups its transports wrap it in."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
