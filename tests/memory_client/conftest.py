@@ -11,6 +11,7 @@ import pytest
 
 from memory_app.compaction import services as compaction
 from memory_app.jobs import JobKind
+from memory_app.search import services as search_index
 from memory_client import MemoryManager
 from tests.conftest import Tenant, make_tenant
 from tests.job_dispatch import InlineWorker
@@ -60,6 +61,18 @@ def png_path(tmp_path: Path) -> Path:
 def worker(run_jobs_inline: Callable[[JobKind], InlineWorker], live_server: Any) -> InlineWorker:
     """Compaction runs the live server queues go here instead of to a broker."""
     return run_jobs_inline(compaction.JOB)
+
+
+@pytest.fixture
+def indexer(run_jobs_inline: Callable[[JobKind], InlineWorker], live_server: Any) -> Callable[[], None]:
+    """Index everything written so far: run the index jobs the server queued, and their follow-ups."""
+    worker = run_jobs_inline(search_index.JOB)
+
+    def index() -> None:
+        while worker.run_pending():
+            pass
+
+    return index
 
 
 class RecordingBus:

@@ -6,31 +6,15 @@ an in-process worker runs when the test asks (as the Celery worker would, on its
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from memory_app.facts import services as facts
 from memory_app.facts.models import Fact
-from memory_app.jobs import JobKind
-from memory_app.search import services as search_index
 from memory_client import MemoryManager, NotFoundError, SearchQueryError, fact_to_dict
-from tests.job_dispatch import InlineWorker
 
 LOGIN_BUG = "The login bug: the session cookie expires before the OAuth redirect returns."
-
-
-@pytest.fixture
-def indexer(run_jobs_inline: Callable[[JobKind], InlineWorker], live_server: Any) -> Callable[[], None]:
-    """Index everything written so far: run the index jobs the server queued, and their follow-ups."""
-    worker = run_jobs_inline(search_index.JOB)
-
-    def index() -> None:
-        while worker.run_pending():
-            pass
-
-    return index
 
 
 def stored(memory: MemoryManager) -> dict[str, dict[str, Any]]:

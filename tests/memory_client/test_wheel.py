@@ -130,7 +130,7 @@ def client_python(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 
 @pytest.fixture
-def indexer(run_jobs_inline: Callable[[JobKind], InlineWorker], live_server: Any) -> InlineWorker:
+def background_indexer(run_jobs_inline: Callable[[JobKind], InlineWorker], live_server: Any) -> InlineWorker:
     """Index runs the live server queues start at once on a thread, as a search worker would."""
     worker = run_jobs_inline(search_index.JOB)
     worker.background = True
@@ -210,7 +210,7 @@ def test_pip_install_from_the_checkout_builds_the_same_package(built: Built, tmp
 
 
 def test_installed_wheel_works_against_a_live_server_without_django(
-    client_python: Path, server_url: str, client_tenant: Tenant, indexer: InlineWorker
+    client_python: Path, server_url: str, client_tenant: Tenant, background_indexer: InlineWorker
 ):
     env = {"MEMSITE_URL": server_url, "MEMSITE_API_KEY": client_tenant.key, "PATH": "/usr/bin:/bin"}
     # -I: only the venv's site-packages on the path (not the checkout, not PYTHONPATH).

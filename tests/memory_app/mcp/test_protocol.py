@@ -271,3 +271,16 @@ def test_tool_calls_are_counted_by_tool_and_outcome(mcp: Client, session_id: str
         - total(before, "memsite_http_requests_total", endpoint="/mcp/", method="POST")
         == 2
     )
+
+
+def test_an_append_retried_with_its_idempotency_key_is_stored_once(mcp: Client, tenant: Tenant, session_id: str):
+    arguments = {
+        "session_id": session_id,
+        "messages": [{"role": "user", "content": "Feed Miso at six."}],
+        "idempotency_key": "turn-3-of-agent-7",
+    }
+    first = call_tool(mcp, "memory_append", arguments)["structuredContent"]
+    again = call_tool(mcp, "memory_append", arguments)["structuredContent"]
+    assert again == first
+    stored = tenant.client.get(f"/api/v1/sessions/{session_id}/messages/").json()["results"]
+    assert [m["content"] for m in stored].count("Feed Miso at six.") == 1

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any, TypedDict
 
 import pytest
@@ -12,22 +11,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp
 
 from memory_app.facts.models import Fact
-from memory_app.jobs import JobKind
-from memory_app.search import services as search_index
 from memory_client.adapters.langgraph import MemsiteStore
-from tests.job_dispatch import InlineWorker
-
-
-@pytest.fixture
-def indexer(run_jobs_inline: Callable[[JobKind], InlineWorker], live_server: Any) -> Callable[[], None]:
-    """Index what was written so far, as the search worker would (its jobs run in-process here)."""
-    worker = run_jobs_inline(search_index.JOB)
-
-    def index() -> None:
-        while worker.run_pending():
-            pass
-
-    return index
 
 
 @pytest.fixture
