@@ -305,3 +305,31 @@ def test_a_read_key_reads_but_cannot_write(gunicorn: Server, mode: str):
     wrote, read = run(calls)
     assert wrote.is_error is True and wrote.structured_content["error"] == "permission_denied"
     assert read.is_error is False and read.structured_content["messages"] == [{"role": "system", "content": "be brief"}]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_another_teams_key_finds_nothing_of_this_teams_memory(gunicorn: Server, mode: str):
+    owner, intruder = make_tenant("alpha"), make_tenant("beta")
+    body = {"role": "user", "subject": "vault", "predicate": "code", "object": "4711"}
+    sid = rest(gunicorn, owner.key, "POST", "/api/v1/sessions/", json={"system_prompt": "secret keeper"}).json()["id"]
+    rest(gunicorn, owner.key, "POST", "/api/v1/facts/", json={**body, "session": sid})
+
+    async def calls() -> list[Any]:
+        async with connect(gunicorn.mcp_url, intruder.key, mode=mode) as client:
+            return [
+                await client.call_tool("memory_context", {"session_id": sid}),
+                await client.call_tool(
+                    "memory_append", {"session_id": sid, "messages": [{"role": "user", "content": "x"}]}
+                ),
+                await client.call_tool("job_status", {"session_id": sid}),
+                await client.call_tool("facts_query", {"subject": "vault"}),
+                await client.call_tool("memory_search", {"query": "vault code"}),
+            ]
+
+    context, append, jobs, facts, found = run(calls)
+    for refused in (context, append, jobs):
+        assert refused.is_error is True and refused.structured_content["error"] == "not_found"
+    assert facts.structured_content["results"] == [] and found.structured_content["results"] == []
+    assert "4711" not in str([context, append, jobs, facts, found])
+    messages = rest(gunicorn, owner.key, "GET", f"/api/v1/sessions/{sid}/messages/").json()["results"]
+    assert messages == []
