@@ -23,7 +23,9 @@ from rest_framework import serializers
 from memory_app.tenancy.throttles import LLMEndpointThrottle
 
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
-PATH_SEGMENT = "^[^/]+$"
+# One non-empty URL segment that is not "." or "..": clients resolve those away ("rounds/./posts/" is
+# sent as "rounds/posts/", another route), and the services refuse them as ids and agent names.
+PATH_SEGMENT = r"^(?!\.\.?$)[^/]+$"
 NARROWED = {"format", "pattern", "enum"}
 
 
@@ -95,7 +97,7 @@ class MemsiteAutoSchema(AutoSchema):
         for parameter in operation.get("parameters", []):
             schema = parameter.get("schema", {})
             if parameter["in"] == "path" and schema.get("type") == "string" and not schema.keys() & NARROWED:
-                # Django's `str` converter: one non-empty segment ("" or "a/b" would reach another route)
+                # Django's `str` converter: one segment ("", "a/b" or "." would reach another route)
                 schema["pattern"] = PATH_SEGMENT
         responses: dict[str, Any] = operation["responses"]
         statuses = error_statuses(
