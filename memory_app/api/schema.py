@@ -23,9 +23,10 @@ from rest_framework import serializers
 from memory_app.tenancy.throttles import LLMEndpointThrottle
 
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
-# One non-empty URL segment that is not "." or "..": clients resolve those away ("rounds/./posts/" is
-# sent as "rounds/posts/", another route), and the services refuse them as ids and agent names.
-PATH_SEGMENT = r"^(?!\.\.?$)[^/]+$"
+# One non-empty URL segment that is not "." or "..", also not percent-encoded ("%2e"): HTTP clients
+# decode and resolve those away ("rounds/%2E/posts/" is sent as "rounds/posts/", another route),
+# and the services refuse "." and ".." as ids and agent names.
+PATH_SEGMENT = r"^(?!(?:\.|%2[eE]){1,2}$)[^/]+$"
 NARROWED = {"format", "pattern", "enum"}
 
 
