@@ -25,6 +25,7 @@ from memory_app.agent_records.models import SCHEMA, SECTIONS, VERSION, AgentMemo
 from memory_app.conversations.models import Session
 from memory_app.search import services as search
 from memsite.errors import Conflict, InvalidInput, NotFound
+from memsite.path_segments import DOT_SEGMENT
 
 Kind = AgentMemoryEntry.Kind
 
@@ -45,7 +46,7 @@ DECISION_TYPES = ("architectural", "implementation", "skip", "workaround", "comp
 ID_PREFIX: dict[str, str] = {Kind.DISCOVERY: "discovery", Kind.ATTEMPT: "attempt", Kind.DECISION: "decision"}
 AGENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}")
 # an entry id is a URL segment (PATCH .../attempts/{id}/), so not "." or ".." either
-ENTRY_ID = re.compile(r"(?!\.\.?\Z)[^\s/]{1,200}")
+ENTRY_ID = re.compile(rf"(?!{DOT_SEGMENT}\Z)[^\s/]{{1,200}}")  # memsite.path_segments
 
 
 # --- validation ---------------------------------------------------------------------------
@@ -259,7 +260,7 @@ def validate_agent(agent: str) -> None:
 
 def _check_entry_id(value: Any, path: str, problems: Problems) -> None:
     if isinstance(value, str) and not ENTRY_ID.fullmatch(value):
-        _add(problems, path, "must be 1-200 characters without spaces or slashes, and not . or ..")
+        _add(problems, path, "must be 1-200 characters without spaces or slashes, and not . or .. (nor %2E)")
 
 
 @dataclass(frozen=True)

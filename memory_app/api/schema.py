@@ -21,12 +21,11 @@ from drf_spectacular.utils import OpenApiResponse, inline_serializer
 from rest_framework import serializers
 
 from memory_app.tenancy.throttles import LLMEndpointThrottle
+from memsite.path_segments import DOT_SEGMENT
 
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
-# One non-empty URL segment that is not "." or "..", also not percent-encoded ("%2e"): HTTP clients
-# decode and resolve those away ("rounds/%2E/posts/" is sent as "rounds/posts/", another route),
-# and the services refuse "." and ".." as ids and agent names.
-PATH_SEGMENT = r"^(?!(?:\.|%2[eE]){1,2}$)[^/]+$"
+# One non-empty URL segment that is not "." or "..", also not percent-encoded (memsite.path_segments).
+PATH_SEGMENT = rf"^(?!{DOT_SEGMENT}$)[^/]+$"
 NARROWED = {"format", "pattern", "enum"}
 
 

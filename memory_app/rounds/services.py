@@ -26,13 +26,14 @@ from memory_app.search import services as search
 from memory_app.tenancy.models import Team
 from memory_client.vocabulary.conversation import ATTACHMENT_TYPES, ROUND_STATES, SCOPES, new_id
 from memsite.errors import Conflict, InvalidInput
+from memsite.path_segments import DOT_SEGMENT
 
 logger = logging.getLogger(__name__)
 
 # A round id is a URL segment (.../rounds/{id}/): no slash or space, and not "." or ".." (clients
-# normalise those away), or the round could be created but never addressed again.
-ROUND_ID = re.compile(r"(?!\.\.?\Z)[^\s/]{1,64}")
-ROUND_ID_RULE = "must be 1-64 characters without spaces or slashes, and not . or .."
+# normalise those away, memsite.path_segments), or the round could be created but never addressed again.
+ROUND_ID = re.compile(rf"(?!{DOT_SEGMENT}\Z)[^\s/]{{1,64}}")
+ROUND_ID_RULE = "must be 1-64 characters without spaces or slashes, and not . or .. (nor %2E)"
 USER_ROLE_NAME = "User"  # the name of the human in send_from/send_to
 SHARED_MEMORY_TYPE = "shared_memory_entry"
 

@@ -264,3 +264,15 @@ def test_deleting_a_session_deletes_its_rounds_posts_and_attachments(api, admin_
     post(api, session_id, round_id, "m", "Planner", "User", [{"type": "plan", "content": "p"}])
     assert admin_api.delete(f"/api/v1/sessions/{session_id}/").status_code == 204
     assert (Round.objects.count(), Message.objects.count(), Attachment.objects.count()) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("round_id", [".", "..", "%2E", "%2e.", "%2E%2E", "a b", "a/b"])
+def test_a_round_id_no_client_could_address_again_is_refused(api, session_id, round_id):
+    # HTTP clients decode "%2E" and drop the "." segment: rounds/%2E/posts/ would reach rounds/posts/.
+    response = api.post(rounds_url(session_id), {"user_query": "q", "id": round_id}, format="json")
+    assert response.status_code == 400 and list(response.json()["fields"]) == ["id"]
+    assert api.get(rounds_url(session_id)).json()["results"] == []
+
+
+def test_a_round_id_with_dots_among_other_characters_is_kept(api, session_id):
+    assert new_round(api, session_id, "q", id="%2E.v2")["id"] == "%2E.v2"
