@@ -525,6 +525,14 @@ def test_chains_of_operations_answer_as_documented_and_never_5xx(world):
             transaction.set_rollback(True)
             self.scenario.__exit__(None, None, None)
 
+        def before_call(self, case: Any) -> None:
+            # A link may carry an empty id from a response ("round_id": "" of a selection made
+            # outside any round) into a path: the URL would collapse into another route. Such a
+            # step asks for an object that does not exist, so it is sent as one: a documented 404.
+            case.path_parameters = {
+                name: "absent" if value == "" else value for name, value in (case.path_parameters or {}).items()
+            }
+
         def get_call_kwargs(self, case: Any) -> dict[str, Any]:
             return {"headers": auth(owner.tenant)}
 
