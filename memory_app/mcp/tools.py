@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -115,7 +115,6 @@ class Tool:
     read_only: bool = False
     destructive: bool = False
     idempotent: bool = False
-    annotations: dict[str, Any] = field(default_factory=dict)
 
     @property
     def input_schema(self) -> Schema:
