@@ -8,6 +8,8 @@ STAMP := $(VENV)/.installed
 METRICS_DIR := $(or $(PROMETHEUS_MULTIPROC_DIR),$(or $(MEMSITE_VAR_DIR),var)/prometheus)
 # The differential tests (tests/memory_client) run the reference library, marsys 0.2.1, which
 # needs Python 3.12: it gets its own venv. PYTHON312 is found on PATH or in pyenv's versions.
+# axe-core, injected into the pages by the browser tests' accessibility check (package.json).
+NODE_STAMP := node_modules/.installed
 MARSYS_VENV := var/marsys-venv
 MARSYS_STAMP := $(MARSYS_VENV)/.installed
 PYTHON312 ?= $(shell for p in python3.12 $(HOME)/.pyenv/versions/3.12*/bin/python3.12; do \
@@ -35,7 +37,11 @@ $(MARSYS_STAMP):
 	$(MARSYS_VENV)/bin/pip install --quiet marsys==0.2.1
 	touch $(MARSYS_STAMP)
 
-test: $(STAMP) $(MARSYS_STAMP)
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --silent
+	touch $(NODE_STAMP)
+
+test: $(STAMP) $(MARSYS_STAMP) $(NODE_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)

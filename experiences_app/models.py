@@ -37,6 +37,12 @@ class Experience(models.Model):
     reviewer = models.CharField(max_length=200, blank=True)
     reviewed_at = models.DateTimeField(null=True, blank=True)
     revision = models.PositiveIntegerField(default=0)  # number of the latest ExperienceRevision
+    # The approved revision selection serves. An edit to an approved experience makes it a draft
+    # again but keeps this, so the experience stays selected with its approved text until the edit
+    # is approved (which moves this to the new revision) or it is disabled (which clears it).
+    serving_revision = models.ForeignKey(
+        "ExperienceRevision", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -69,6 +75,30 @@ class ExperienceRevision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.exp_id} r{self.number}"
+
+
+class ExperienceReview(models.Model):
+    """A reviewer's decision on one revision: approved, or rejected with a comment for the author.
+
+    A rejected revision leaves the review queue until its author edits it (a new revision)."""
+
+    class Decision(models.TextChoices):
+        APPROVED = "approved", "approved"
+        REJECTED = "rejected", "rejected"
+
+    experience = models.ForeignKey(Experience, on_delete=models.CASCADE, related_name="reviews")
+    revision = models.PositiveIntegerField()  # the ExperienceRevision number decided on
+    decision = models.CharField(max_length=16, choices=Decision.choices)
+    comment = models.TextField(blank=True)
+    reviewer = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["experience", "-created_at"], name="experience_review_latest")]
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.experience_id} r{self.revision} {self.decision}"
 
 
 class TeamExperienceConfig(models.Model):

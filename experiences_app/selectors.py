@@ -7,16 +7,25 @@ import json
 import re
 import uuid
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
-from experiences_app.models import Experience, ExperienceRevision, SelectionLog, TeamExperienceConfig
+from experiences_app.models import (
+    Experience,
+    ExperienceReview,
+    ExperienceRevision,
+    SelectionLog,
+    TeamExperienceConfig,
+)
 from experiences_app.selection import DEFAULT_SELECTION_TEMPLATE
+from experiences_app.word_diff import DiffRow, diff_text
+from memory_app.agent_records.selectors import agent_sightings
 from memory_app.conversations.models import Message, Session
 from memory_app.rounds.models import Round
 from memory_app.tenancy.models import Team
@@ -24,6 +33,7 @@ from memory_client.vocabulary.messages import content_text
 from memsite.errors import NotFound
 
 DIFF_FIELDS = ("exp_id", "who", "when", "what", "status")
+CONTENT_DIFF_FIELDS = ("who", "when", "what")
 OFFLINE_ALIAS = "offline"
 LLM_ALIASES = ("", OFFLINE_ALIAS)  # "" = the configured LLM (memory_app.llm.get_backend())
 _CONTEXT_LINE_CHARS = 500
@@ -64,16 +74,36 @@ def _for_role(experiences: QuerySet[Experience], role: str) -> QuerySet[Experien
 def experience_get(*, team: Team, exp_id: str) -> Experience:
     """The team's experience, or NotFound: another team's exp_id is indistinguishable from none."""
     try:
-        return Experience.objects.get(team=team, exp_id=exp_id)
+        return _with_serving_number(Experience.objects.filter(team=team)).get(exp_id=exp_id)
     except Experience.DoesNotExist as exc:
         raise NotFound("Experience not found.") from exc
+
+
+def _with_serving_number(experiences: QuerySet[Experience]) -> QuerySet[Experience]:
+    return experiences.annotate(serving_number=F("serving_revision__number"))
+
+
+def serving_revision_number(experience: Experience) -> int | None:
+    """The number of the approved revision selection serves (None: none), read from the
+    annotation the selectors add, else from the row."""
+    if hasattr(experience, "serving_number"):
+        return experience.serving_number
+    if experience.status == Experience.Status.APPROVED:
+        return experience.revision
+    served = experience.serving_revision
+    return served.number if served is not None else None
+
+
+def awaiting_review_while_serving(experience: Experience) -> bool:
+    """A draft whose approved revision still serves: an edit of an approved experience awaiting review."""
+    return experience.status == Experience.Status.DRAFT and experience.serving_revision_id is not None
 
 
 def experience_list(
     *, team: Team, role: str | None = None, status: str | None = None, q: str | None = None
 ) -> QuerySet[Experience]:
     """The team's experiences by exp_id; `role` keeps those targeting it (empty `who` targets all)."""
-    experiences = Experience.objects.filter(team=team)
+    experiences = _with_serving_number(Experience.objects.filter(team=team))
     if role:
         experiences = _for_role(experiences, role)
     if status:
@@ -83,22 +113,118 @@ def experience_list(
     return experiences.order_by("exp_id")
 
 
-def experience_roles(*, team: Team) -> list[str]:
-    """Every role named in the team's experiences' `who`, sorted case-insensitively (for pickers)."""
+def experience_roles(*, team: Team, exclude: Experience | None = None) -> list[str]:
+    """Every role named in the team's experiences' `who` (but `exclude`'s), sorted case-insensitively."""
     roles: dict[str, str] = {}
-    for who in Experience.objects.filter(team=team).exclude(roles_key="").values_list("who", flat=True):
+    experiences = Experience.objects.filter(team=team).exclude(roles_key="")
+    if exclude is not None:
+        experiences = experiences.exclude(pk=exclude.pk)
+    for who in experiences.values_list("who", flat=True):
         for role in who:
             roles.setdefault(role_key(role), role)
     return sorted(roles.values(), key=str.lower)
 
 
-def experience_candidates(*, team: Team, role: str) -> list[Experience]:
-    """Approved experiences whose `who` names the role or is empty, by exp_id (the selection's `who` filter)."""
-    rows = _for_role(Experience.objects.filter(team=team, status=Experience.Status.APPROVED), role).only(
-        "exp_id", "who", "when", "what"
+@dataclass(frozen=True)
+class Candidate:
+    """What a selection offers of one experience: the text of the revision it serves."""
+
+    exp_id: str
+    who: list[str]
+    when: str
+    what: str
+    revision: int  # the ExperienceRevision served
+    pending: bool = False  # a newer edit awaits review; this is the approved text
+    trial: bool = False  # a draft offered only by a trial ("try this draft"), never by a real selection
+
+
+@dataclass(frozen=True)
+class KnownRole:
+    name: str
+    sources: tuple[str, ...]  # where the team's data names it, for the picker's hover text
+
+
+def known_roles(*, team: Team, exclude: Experience | None = None) -> list[KnownRole]:
+    """Every role name the team's data knows, case-insensitively deduplicated and sorted: agent
+    names of its sessions, messages, agent records and API keys (the agents pages' sightings),
+    roles of past selections, roles named by its experiences, and the roles its settings switch.
+    The roles an experience's `who` is offered from; another one is a warning, not an error
+    (see unknown_roles). `exclude` leaves out the roles only that experience names, so its own
+    typo does not make itself known."""
+    found: dict[str, tuple[str, set[str]]] = {}
+
+    def add(name: str, source: str) -> None:
+        if name and name.strip():
+            found.setdefault(role_key(name), (name.strip(), set()))[1].add(source)
+
+    for sighting in agent_sightings(team=team):
+        add(sighting.agent, "API keys" if sighting.session_id is None else "sessions")
+    for role in selection_log_roles(team=team):
+        add(role, "selections")
+    for role in experience_roles(team=team, exclude=exclude):
+        add(role, "experiences")
+    config = experience_config_get(team=team)
+    for switch in (*USE_EXPERIENCE_SWITCHES, *(config.use_experience or {})):
+        add(switch_role(switch), "settings")
+    ordered = sorted(found.values(), key=lambda item: item[0].lower())
+    return [KnownRole(name, tuple(sorted(sources))) for name, sources in ordered]
+
+
+def unknown_roles(*, who: Sequence[str], known: Sequence[KnownRole]) -> dict[str, str]:
+    """The roles of `who` that no agent of the team has, each with the closest known name ("" when
+    none is close): a typo there would silently select nothing."""
+    names = {role_key(role.name): role.name for role in known}
+    unknown: dict[str, str] = {}
+    for role in who:
+        if role.strip() and role_key(role) not in names:
+            close = difflib.get_close_matches(role_key(role), list(names), n=1, cutoff=0.75)
+            unknown[role] = names[close[0]] if close else ""
+    return unknown
+
+
+def unknown_role_warnings(*, who: Sequence[str], known: Sequence[KnownRole]) -> list[str]:
+    """What the form shows under `who` for each unknown role."""
+    warnings = []
+    for role, close in unknown_roles(who=who, known=known).items():
+        text = f"No agent has the role {role!r} yet: this experience selects nothing until one does."
+        warnings.append(text + (f" Did you mean {close!r}?" if close else ""))
+    return warnings
+
+
+def experience_candidates(*, team: Team, role: str, trial: Experience | None = None) -> list[Candidate]:
+    """The experiences a selection for `role` offers, by exp_id: every approved one whose `who` names
+    the role or is empty, with the text of its approved revision. An approved experience whose edit
+    awaits review (a draft that still has a serving revision) is offered with its approved text.
+
+    `trial` (a "try this draft" run) offers that experience's current text instead of, or besides,
+    what it serves, when its current `who` targets the role."""
+    status = Experience.Status
+    approved = _for_role(Experience.objects.filter(team=team, status=status.APPROVED), role).only(
+        "exp_id", "who", "when", "what", "revision"
     )
-    # The LIKE above is a prefilter; a role containing "|" could match a neighbour's key.
-    return [exp for exp in rows.order_by("exp_id") if targets_role(exp.who, role)]
+    found = {
+        exp.exp_id: Candidate(exp.exp_id, list(exp.who), exp.when, exp.what, exp.revision)
+        for exp in approved
+        if targets_role(exp.who, role)  # the LIKE is a prefilter; a role containing "|" could match a neighbour
+    }
+    # Few rows: an edit of an approved experience, while it waits for review. Its roles are the
+    # served revision's, which the experience's roles_key no longer describes, so they are checked here.
+    pending = Experience.objects.filter(team=team, status=status.DRAFT, serving_revision__isnull=False).select_related(
+        "serving_revision"
+    )
+    for exp in pending:
+        served = exp.serving_revision
+        if served is not None and targets_role(served.who, role):
+            found[exp.exp_id] = Candidate(
+                exp.exp_id, list(served.who), served.when, served.what, served.number, pending=True
+            )
+    if trial is not None:
+        found.pop(trial.exp_id, None)
+        if targets_role(trial.who, role):
+            found[trial.exp_id] = Candidate(
+                trial.exp_id, list(trial.who), trial.when, trial.what, trial.revision, trial=True
+            )
+    return [found[exp_id] for exp_id in sorted(found)]
 
 
 def experience_revisions(*, experience: Experience) -> QuerySet[ExperienceRevision]:
@@ -134,6 +260,98 @@ def experience_revision_diff(*, experience: Experience, a: int, b: int) -> dict[
         )
         diffs[field] = "\n".join(lines)
     return diffs
+
+
+@dataclass(frozen=True)
+class FieldDiff:
+    field: str
+    rows: list[DiffRow]
+
+
+def _field_text(source: object, field: str) -> str:
+    value = getattr(source, field)
+    if field == "who":
+        return "\n".join(value) or "(every role)"
+    return str(value)
+
+
+def content_word_diff(old: object, new: object, *, fields: Sequence[str] = CONTENT_DIFF_FIELDS) -> list[FieldDiff]:
+    """The fields that differ between two versions of an experience (revisions or the experience
+    itself), each as rows with the changed words marked (experiences_app.word_diff)."""
+    diffs = []
+    for field in fields:
+        rows = diff_text(_field_text(old, field), _field_text(new, field))
+        if rows:
+            diffs.append(FieldDiff(field, rows))
+    return diffs
+
+
+def experience_revision_word_diff(*, experience: Experience, a: int, b: int) -> list[FieldDiff]:
+    """What changed from revision `a` to revision `b`, word by word (the page's compare view)."""
+    old = experience_revision_get(experience=experience, number=a)
+    new = experience_revision_get(experience=experience, number=b)
+    return content_word_diff(old, new, fields=("who", "when", "what", "status"))
+
+
+# --- review ----------------------------------------------------------------------------------
+
+
+def _rejected_current_revision() -> Exists:
+    return Exists(
+        ExperienceReview.objects.filter(
+            experience=OuterRef("pk"), revision=OuterRef("revision"), decision=ExperienceReview.Decision.REJECTED
+        )
+    )
+
+
+def review_queue(*, team: Team) -> QuerySet[Experience]:
+    """Drafts awaiting a decision, oldest change first: a draft whose current revision was rejected
+    waits for its author instead, until an edit makes a new revision."""
+    return (
+        _with_serving_number(Experience.objects.filter(team=team, status=Experience.Status.DRAFT))
+        .exclude(_rejected_current_revision())
+        .select_related("serving_revision")
+        .order_by("updated_at", "exp_id")
+    )
+
+
+def rejected_drafts_count(*, team: Team) -> int:
+    drafts = Experience.objects.filter(team=team, status=Experience.Status.DRAFT)
+    return drafts.filter(_rejected_current_revision()).count()
+
+
+def approved_bases(*, experiences: Sequence[Experience]) -> dict[int, ExperienceRevision]:
+    """Per experience (by pk), the approved revision its pending text is reviewed against: the one
+    selection serves, else the latest approved one in its history (none for a new draft). One
+    query for those that serve nothing; `serving_revision` should be select_related."""
+    bases: dict[int, ExperienceRevision] = {}
+    others = []
+    for exp in experiences:
+        if exp.serving_revision_id is not None and exp.serving_revision is not None:
+            bases[exp.pk] = exp.serving_revision
+        else:
+            others.append(exp.pk)
+    if others:
+        approved = ExperienceRevision.objects.filter(
+            experience_id__in=others, status=Experience.Status.APPROVED
+        ).order_by("experience_id", "-number")
+        for revision in approved:
+            bases.setdefault(revision.experience_id, revision)
+    return bases
+
+
+def latest_reviews(*, experiences: Sequence[Experience]) -> dict[int, ExperienceReview]:
+    """The latest review decision per experience (by pk), one query."""
+    latest: dict[int, ExperienceReview] = {}
+    for review in ExperienceReview.objects.filter(experience__in=[e.pk for e in experiences]).order_by(
+        "experience_id", "-created_at", "-id"
+    ):
+        latest.setdefault(review.experience_id, review)
+    return latest
+
+
+def experience_reviews(*, experience: Experience) -> QuerySet[ExperienceReview]:
+    return experience.reviews.order_by("-created_at", "-id")
 
 
 # --- settings --------------------------------------------------------------------------------
@@ -239,14 +457,38 @@ def session_role_context(*, session: Session, role: str) -> str:
 
 
 def selection_log_list(
-    *, team: Team, role: str | None = None, session: Session | None = None
+    *,
+    team: Team,
+    role: str | None = None,
+    session: Session | None = None,
+    picked: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
 ) -> QuerySet[SelectionLog]:
+    """The team's selections, newest first. `picked` keeps those that selected that exp_id; `since`
+    and `until` bound the time (until excluded)."""
     logs = SelectionLog.objects.filter(team=team)
     if role:
         logs = logs.filter(role=role)
     if session is not None:
         logs = logs.filter(session=session)
+    if picked:
+        # `selected` is a JSON list of exp_ids, which SQLite cannot search by containment: match
+        # the quoted id in its text (exp_ids are slugs, so they are stored unescaped).
+        logs = logs.annotate(selected_text=Cast("selected", TextField())).filter(
+            selected_text__contains=json.dumps(picked)
+        )
+    if since is not None:
+        logs = logs.filter(created_at__gte=since)
+    if until is not None:
+        logs = logs.filter(created_at__lt=until)
     return logs.order_by("-created_at", "-pk")
+
+
+def selection_log_roles(*, team: Team) -> list[str]:
+    """The roles the team's selections were made for (the selections page's filter choices)."""
+    roles = SelectionLog.objects.filter(team=team).values_list("role", flat=True).distinct()
+    return sorted(set(roles), key=str.lower)
 
 
 def selection_log_get(*, team: Team, log_id: uuid.UUID | str) -> SelectionLog:

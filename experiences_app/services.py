@@ -17,7 +17,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from experiences_app import selectors
-from experiences_app.models import Experience, ExperienceRevision, SelectionLog, TeamExperienceConfig
+from experiences_app.models import (
+    Experience,
+    ExperienceReview,
+    ExperienceRevision,
+    SelectionLog,
+    TeamExperienceConfig,
+)
 from experiences_app.selection import (
     candidate_block,
     format_experience_in_prompt,
@@ -75,11 +81,19 @@ def _validated(*, exp_id: Any, who: Any, when: Any, what: Any) -> ExperienceData
     return data
 
 
-def _record(experience: Experience, *, actor: str, note: str, approved: bool = False) -> ExperienceRevision:
+def _record(
+    experience: Experience, *, actor: str, note: str, approved: bool = False, comment: str = ""
+) -> ExperienceRevision:
     """Save the experience as its next revision (the caller holds the row); `approved` says this
-    revision is the one that approves it, which the team's event feed (and webhooks) hear about."""
+    revision is the one that approves it, which the team's event feed (and webhooks) hear about.
+
+    The serving revision follows the status: an approved experience serves this revision, a
+    disabled one nothing, and a draft keeps what it served (an edit awaiting review must not take
+    the approved text out of selection; callers clear it to withdraw an approval)."""
     experience.revision += 1
     experience.roles_key = selectors.roles_key(experience.who)
+    if experience.status == Status.DISABLED:
+        experience.serving_revision = None
     experience.save()
     search.index_docs(team_id=experience.team_id, docs=[search_document(experience)])
     if approved:
@@ -93,7 +107,7 @@ def _record(experience: Experience, *, actor: str, note: str, approved: bool = F
                 "who": experience.who,
             },
         )
-    return ExperienceRevision.objects.create(
+    revision = ExperienceRevision.objects.create(
         experience=experience,
         number=experience.revision,
         exp_id=experience.exp_id,
@@ -104,6 +118,17 @@ def _record(experience: Experience, *, actor: str, note: str, approved: bool = F
         changed_by=actor,
         note=note[:500],
     )
+    if experience.status == Status.APPROVED:
+        experience.serving_revision = revision
+        experience.save(update_fields=["serving_revision"])
+        ExperienceReview.objects.create(
+            experience=experience,
+            revision=revision.number,
+            decision=ExperienceReview.Decision.APPROVED,
+            comment=comment[:2000],
+            reviewer=experience.reviewer or actor,
+        )
+    return revision
 
 
 def search_document(experience: Experience) -> Doc:
@@ -181,11 +206,16 @@ def experience_update(*, experience: Experience, data: Mapping[str, Any], actor:
         _set_status(experience, status, actor=actor)
         if status == Status.DRAFT:
             experience.reviewer, experience.reviewed_at = "", None
+    if data.get("status") == Status.DRAFT:
+        # Asked for by name, draft withdraws the approval; an edit alone keeps the approved
+        # revision serving until the edit itself is approved.
+        experience.serving_revision = None
     _record(
         experience,
         actor=actor,
         note=note or ("edited" if content_changed else f"status set to {status}"),
         approved=status_changed and status == Status.APPROVED,
+        comment=note if status == Status.APPROVED else "",
     )
     return experience
 
@@ -196,6 +226,28 @@ def experience_approve(*, experience: Experience, actor: str, note: str = "") ->
 
 def experience_disable(*, experience: Experience, actor: str, note: str = "") -> Experience:
     return experience_update(experience=experience, data={"status": Status.DISABLED}, actor=actor, note=note)
+
+
+@transaction.atomic
+def experience_reject(*, experience: Experience, actor: str, comment: str) -> ExperienceReview:
+    """Refuse the draft's current revision with a comment for its author. Nothing else changes: the
+    text stays for the author to revise (a new revision returns it to the review queue), and an
+    approved revision it would replace keeps serving."""
+    experience = _locked(experience)
+    comment = comment.strip()
+    if not comment:
+        raise InvalidInput.for_field("comment", "Say what to change: the author reads this comment.")
+    if experience.status != Status.DRAFT:
+        raise Conflict(f"{experience.exp_id} is {experience.status}: only a draft awaiting review can be rejected.")
+    if experience.reviews.filter(revision=experience.revision, decision=ExperienceReview.Decision.REJECTED).exists():
+        raise Conflict(f"Revision {experience.revision} of {experience.exp_id} is already rejected.")
+    return ExperienceReview.objects.create(
+        experience=experience,
+        revision=experience.revision,
+        decision=ExperienceReview.Decision.REJECTED,
+        comment=comment[:2000],
+        reviewer=actor,
+    )
 
 
 @transaction.atomic
@@ -213,11 +265,19 @@ def _import_entry(name: str, exp_id: str, status: str) -> dict[str, Any]:
     return {"file": name, "exp_id": exp_id, "status": status}
 
 
-def _updated_entry(name: str, exp_id: str, *, previous: str, status: str) -> dict[str, Any]:
-    # Only approved experiences are candidates: an approved one the import leaves unapproved is
-    # out of every selection until someone approves it again.
-    left = previous == Status.APPROVED and status != Status.APPROVED
-    return {"file": name, "exp_id": exp_id, "previous_status": previous, "status": status, "left_selection": left}
+def _updated_entry(name: str, exp_id: str, *, previous: str, status: str, serving: bool) -> dict[str, Any]:
+    # An approved experience the import changes without approving keeps its approved revision in
+    # selection while the change awaits review (`awaiting_review`); `left_selection` would say it
+    # dropped out, which an import no longer does (kept for the API's readers).
+    waits = previous == Status.APPROVED and status != Status.APPROVED
+    return {
+        "file": name,
+        "exp_id": exp_id,
+        "previous_status": previous,
+        "status": status,
+        "left_selection": waits and not serving,
+        "awaiting_review": waits and serving,
+    }
 
 
 @transaction.atomic
@@ -232,11 +292,11 @@ def experiences_import(
     """Import handcrafted_exp_*.yaml files, deduplicated by exp_id; one bad file never stops the others.
 
     The report lists {file, exp_id, status} under created / unchanged, the same plus
-    previous_status and left_selection under updated, and {file, line, error} under rejected.
-    `approve` approves what the import creates or changes (unchanged experiences keep their
-    status); without it new experiences are drafts and changed approved ones go back to draft,
-    which takes them out of selection until they are approved again: those are listed again under
-    left_selection. `dry_run` reports the same without writing.
+    previous_status, awaiting_review and left_selection under updated, and {file, line, error}
+    under rejected. `approve` approves what the import creates or changes (unchanged experiences
+    keep their status); without it new experiences are drafts and changed approved ones are drafts
+    awaiting review whose approved revision stays in selection until the change is approved: those
+    are listed again under awaiting_review. `dry_run` reports the same without writing.
     """
     parsed, errors = parse_experience_files(files)
     report: dict[str, Any] = {
@@ -246,6 +306,7 @@ def experiences_import(
         "unchanged": [],
         "rejected": [],
         "left_selection": [],
+        "awaiting_review": [],
     }
     report["rejected"] = [{"file": e.name, "line": e.line, "error": e.message} for e in errors]
     existing = {exp.exp_id: exp for exp in Experience.objects.select_for_update().filter(team=team)}
@@ -269,16 +330,19 @@ def experiences_import(
             report["unchanged"].append(_import_entry(name, data.exp_id, current.status))
         else:
             previous, after = current.status, status_after_edit(current.status, requested=status)
+            serving = current.serving_revision_id is not None
             if not dry_run:
                 changes: dict[str, Any] = {"who": data.who, "when": data.when, "what": data.what}
                 if status:
                     changes["status"] = status
                 note = f"imported from {name}"
-                after = experience_update(experience=current, data=changes, actor=actor, note=note).status
-            entry = _updated_entry(name, data.exp_id, previous=previous, status=after)
+                saved = experience_update(experience=current, data=changes, actor=actor, note=note)
+                after, serving = saved.status, saved.serving_revision_id is not None
+            entry = _updated_entry(name, data.exp_id, previous=previous, status=after, serving=serving)
             report["updated"].append(entry)
-            if entry["left_selection"]:
-                report["left_selection"].append(entry)
+            for key in ("left_selection", "awaiting_review"):
+                if entry[key]:
+                    report[key].append(entry)
     if dry_run:
         transaction.set_rollback(True)  # nothing was written; this guards the promise
     report["rejected"].sort(key=lambda item: item["file"])
@@ -356,6 +420,8 @@ class SelectionResult:
     model: str = ""
     latency_ms: int = 0
     log_id: str | None = None
+    trial_exp_id: str = ""  # the draft a trial offered ("" for a real selection, which is logged)
+    pending: list[str] = field(default_factory=list)  # offered with their approved text; an edit awaits review
 
 
 def _clip_context(text: str, limit: int) -> str:
@@ -372,8 +438,13 @@ def experience_select(
     session: Session | None = None,
     round_id: str = "",
     post_id: str = "",
+    trial: Experience | None = None,
 ) -> SelectionResult:
     """Ask the LLM which approved experiences for `role` apply to `query`, and log the exchange.
+
+    `trial` runs a trial instead ("try this draft"): that experience's current text is offered as a
+    candidate, and nothing is written to the selection log, so no page or count ever shows the
+    trial as a selection (the LLM call itself is counted in usage: it spent tokens).
 
     Only `when` texts go into the prompt; the result's prompt_text holds only the `what` texts of
     the selected ones. With a `session`, the context is that session's recent messages for the role.
@@ -391,11 +462,19 @@ def experience_select(
         if selectors.role_key(switch.key) != selectors.role_key(role):
             skipped += f" (set by {switch.key}.use_experience)"
         return SelectionResult(**empty, use_experience=False, skipped=skipped, candidates=[])
-    experiences = selectors.experience_candidates(team=team, role=role)
+    experiences = selectors.experience_candidates(team=team, role=role, trial=trial)
     candidates = [{"exp_id": e.exp_id, "when": e.when} for e in experiences]
+    marks: dict[str, Any] = {
+        "trial_exp_id": trial.exp_id if trial is not None and any(e.trial for e in experiences) else "",
+        "pending": [e.exp_id for e in experiences if e.pending],
+    }
     if not candidates:
         return SelectionResult(
-            **empty, use_experience=True, skipped=f"no approved experience targets role {role!r}", candidates=[]
+            **empty,
+            **marks,
+            use_experience=True,
+            skipped=f"no approved experience targets role {role!r}",
+            candidates=[],
         )
 
     prompt = render_template(
@@ -432,13 +511,15 @@ def experience_select(
     except (LLMTransientError, LLMPermanentError) as exc:
         log.latency_ms = int((time.monotonic() - started) * 1000)
         log.error = exc.detail
-        log.save(force_insert=True)
+        if trial is None:
+            log.save(force_insert=True)
+        where = f"selection {log.pk}" if trial is None else "a trial: not logged"
         if isinstance(exc, LLMBudgetExceeded):
             raise BudgetExceeded(
-                f"No experiences selected: {exc.detail} (selection {log.pk})", retry_after=exc.retry_after
+                f"No experiences selected: {exc.detail} ({where})", retry_after=exc.retry_after
             ) from exc
         error = LLMUnavailable if isinstance(exc, LLMTransientError) else LLMFailed
-        raise error(f"The LLM could not select experiences: {exc.detail} (selection {log.pk})") from exc
+        raise error(f"The LLM could not select experiences: {exc.detail} ({where})") from exc
     log.latency_ms = int((time.monotonic() - started) * 1000)
 
     chosen = parse_selection(answer.text, [c["exp_id"] for c in candidates])
@@ -448,7 +529,8 @@ def experience_select(
     log.selected = chosen
     log.backend, log.model = answer.backend, answer.model
     log.prompt_tokens, log.completion_tokens = answer.prompt_tokens, answer.completion_tokens
-    log.save(force_insert=True)
+    if trial is None:
+        log.save(force_insert=True)
     return SelectionResult(
         role=role,
         query=query,
@@ -463,5 +545,6 @@ def experience_select(
         backend=answer.backend,
         model=answer.model,
         latency_ms=log.latency_ms,
-        log_id=str(log.pk),
+        log_id=str(log.pk) if trial is None else None,
+        **marks,
     )

@@ -10,6 +10,8 @@ urlpatterns = [
     path("validate/", views.experience_validate, name="validate"),
     path("review/", views.experience_review, name="review"),
     path("try/", views.experience_try, name="try"),
+    path("selections/", views.selection_list, name="selections"),
+    path("selections/<uuid:log_id>/", views.selection_detail, name="selection"),
     path("selections/<uuid:log_id>/download/", views.selection_log_download, name="selection_download"),
     path("import/", views.experience_import, name="import"),
     path("export/", views.experience_export, name="export"),
@@ -18,5 +20,6 @@ urlpatterns = [
     path("e/<slug:exp_id>/", views.experience_detail, name="detail"),
     path("e/<slug:exp_id>/edit/", views.experience_edit, name="edit"),
     path("e/<slug:exp_id>/approve/", views.experience_approve, name="approve"),
+    path("e/<slug:exp_id>/reject/", views.experience_reject, name="reject"),
     path("e/<slug:exp_id>/disable/", views.experience_disable, name="disable"),
 ]

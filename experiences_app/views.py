@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from django import forms
@@ -20,11 +21,12 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from experiences_app import selectors, services
 from experiences_app.api.serializers import MAX_CONTEXT_CHARS, MAX_QUERY_CHARS
-from experiences_app.models import Experience, TeamExperienceConfig
+from experiences_app.models import Experience, ExperienceReview, ExperienceRevision, TeamExperienceConfig
 from experiences_app.selection import DEFAULT_SELECTION_TEMPLATE
 from experiences_app.yaml_io import (
     EXP_ID_MAX_LENGTH,
@@ -44,6 +46,8 @@ from memory_app.tenancy.models import Team
 from memsite.errors import Conflict, InvalidInput, LLMFailed, LLMUnavailable, NotFound
 
 EXPERIENCES_PER_PAGE = 50
+REVIEWS_PER_PAGE = 20  # each card carries its diff
+SELECTIONS_PER_PAGE = 50
 REVISIONS_SHOWN = 100
 SESSIONS_OFFERED = 50  # the newest sessions in the "try selection" picker
 MAX_UPLOADS = 500
@@ -52,7 +56,7 @@ STATUS_LABELS = dict(Experience.Status.choices)
 
 
 def _page_context(request: HttpRequest, team: Team, teams: list[Team], tab: str, **extra: Any) -> dict[str, Any]:
-    drafts = selectors.experience_list(team=team, status=Experience.Status.DRAFT).count()
+    drafts = selectors.review_queue(team=team).count()
     return {
         "team": team,
         "teams": teams,
@@ -75,8 +79,20 @@ def _experience_url(exp_id: str) -> str:
 
 
 def _who_lines(text: str) -> list[str]:
-    """The `who` textarea: one role per line (blank lines ignored); empty = every role."""
-    return [line for line in text.splitlines() if line.strip()]
+    """Roles written as text: one per line or comma-separated (blank ones ignored)."""
+    return [part for line in text.splitlines() for part in line.split(",") if part.strip()]
+
+
+def _posted_who(post: Any) -> tuple[list[str], str]:
+    """The `who` of a posted experience form: the ticked known roles (`who`, repeated; a value
+    may also hold several lines, as the API-shaped form did) plus the typed `who_other`, in that
+    order, each role once (case-insensitively). Also returns the typed text, to show it again."""
+    other = post.get("who_other", "")
+    roles: dict[str, str] = {}
+    for value in (*post.getlist("who"), other):
+        for role in _who_lines(value):
+            roles.setdefault(selectors.role_key(role), role.strip())
+    return list(roles.values()), other
 
 
 # --- the list --------------------------------------------------------------------------------
@@ -110,7 +126,7 @@ def experience_list(request: HttpRequest, *, team: Team, teams: list[Team]) -> H
         page=page,
         rows=rows,
         filtered=filtered,
-        roles=selectors.experience_roles(team=team),
+        roles=selectors.experience_roles(team=team),  # a filter: the roles experiences name
     )
     return render(request, "experiences_app/list.html", context)
 
@@ -118,40 +134,47 @@ def experience_list(request: HttpRequest, *, team: Team, teams: list[Team]) -> H
 # --- create and edit ---------------------------------------------------------------------------
 
 
-FORM_FIELDS = ("exp_id", "who", "when", "what", "note")
+FORM_FIELDS = ("exp_id", "who_other", "when", "what", "note")
+MAX_WHO_CHARS = 100_000
 
 
 class ExperienceForm(forms.Form):
-    """Shapes and sizes only; the rules are yaml_io.validate_experience's, run by the services."""
+    """Shapes and sizes only; the rules are yaml_io.validate_experience's, run by the services.
+    `who` is read apart (_posted_who): it is ticked boxes plus typed text."""
 
     exp_id = forms.CharField(max_length=EXP_ID_MAX_LENGTH, required=False, strip=False)
-    who = forms.CharField(required=False, strip=False, max_length=100_000)
+    who_other = forms.CharField(required=False, strip=False, max_length=MAX_WHO_CHARS)
     when = forms.CharField(required=False, strip=False, max_length=MAX_TEXT_CHARS * 2)
     what = forms.CharField(required=False, strip=False, max_length=MAX_TEXT_CHARS * 2)
     note = forms.CharField(required=False, max_length=500)
 
-    def values(self) -> dict[str, Any]:
-        return _values(self.cleaned_data)
 
-
-def _values(raw: dict[str, Any]) -> dict[str, Any]:
+def _values(raw: dict[str, Any], who: list[str]) -> dict[str, Any]:
     """validate_experience's arguments from the form's strings."""
-    return {
-        "exp_id": raw.get("exp_id", ""),
-        "who": _who_lines(raw.get("who", "")),
-        "when": raw.get("when", ""),
-        "what": raw.get("what", ""),
-    }
+    return {"exp_id": raw.get("exp_id", ""), "who": who, "when": raw.get("when", ""), "what": raw.get("what", "")}
 
 
-def _check(values: dict[str, Any], *, team: Team, existing: Experience | None) -> tuple[dict[str, list[str]], str]:
-    """The field errors the save would raise and, when there are none, the exact file it would export.
+@dataclass(frozen=True)
+class Checked:
+    """What the form would save: the field errors, the warnings that do not stop a save (unknown
+    roles), and the exact file an export would write ("" while there are errors)."""
 
-    The same rules as services.experience_create/update: yaml_io.validate_experience, the
-    reserved ids, and (for a new one) an exp_id the team does not use yet.
-    """
+    errors: dict[str, list[str]]
+    warnings: dict[str, list[str]]
+    yaml: str
+
+
+def _check(
+    values: dict[str, Any], *, team: Team, existing: Experience | None, known: list[selectors.KnownRole]
+) -> Checked:
+    """The same rules as services.experience_create/update: yaml_io.validate_experience, the
+    reserved ids, and (for a new one) an exp_id the team does not use yet; plus the unknown-role
+    warning. A role no agent has is a warning, not an error: experiences are often written (or
+    imported) before the agent that will use them first runs, and blocking that would be wrong;
+    a typo, the other reason, is caught by the warning and its "did you mean"."""
     exp_id = existing.exp_id if existing else values["exp_id"]
     errors: dict[str, list[str]] = {}
+    warnings = {"who": selectors.unknown_role_warnings(who=values["who"], known=known)}
     try:
         clean = validate_experience(exp_id=exp_id, who=values["who"], when=values["when"], what=values["what"])
     except ExperienceValidationError as exc:
@@ -163,8 +186,26 @@ def _check(values: dict[str, Any], *, team: Team, existing: Experience | None) -
         elif selectors.experience_list(team=team).filter(exp_id=exp_id).exists():
             errors["exp_id"] = ["already exists"]
     if errors:
-        return errors, ""
-    return {}, dump_experience_file(clean)[1].decode()
+        return Checked(errors, warnings, "")
+    return Checked({}, warnings, dump_experience_file(clean)[1].decode())
+
+
+@dataclass(frozen=True)
+class RoleChoice:
+    name: str
+    sources: str  # where the team's data names it, for the hover text
+    checked: bool
+
+
+def _role_choices(known: list[selectors.KnownRole], who: list[str]) -> tuple[list[RoleChoice], str]:
+    """One box per known role (ticked when `who` names it) and the roles of `who` no box stands
+    for, as the "other roles" text."""
+    wanted = {selectors.role_key(role) for role in who}
+    names = {selectors.role_key(role.name) for role in known}
+    choices = [
+        RoleChoice(role.name, ", ".join(role.sources), selectors.role_key(role.name) in wanted) for role in known
+    ]
+    return choices, ", ".join(role for role in who if selectors.role_key(role) not in names)
 
 
 def _render_form(
@@ -174,28 +215,45 @@ def _render_form(
     *,
     experience: Experience | None,
     raw: dict[str, str] | None = None,
+    who: list[str] | None = None,
     errors: dict[str, list[str]] | None = None,
     status: int = 200,
 ) -> HttpResponse:
+    known = selectors.known_roles(team=team, exclude=experience)
     if raw is None:
         raw = dict.fromkeys(FORM_FIELDS, "")
         if experience is not None:
-            who = "\n".join(experience.who)
-            raw.update(exp_id=experience.exp_id, who=who, when=experience.when, what=experience.what)
-    preview = "" if errors else _check(_values(raw), team=team, existing=experience)[1]
+            raw.update(exp_id=experience.exp_id, when=experience.when, what=experience.what)
+            who = list(experience.who)
+    who = who or []
+    checked = _check(_values(raw, who), team=team, existing=experience, known=known)
+    choices, other = _role_choices(known, who)
     context = _page_context(
-        request, team, teams, "list", experience=experience, raw=raw, errors=errors or {}, preview=preview
+        request,
+        team,
+        teams,
+        "list",
+        experience=experience,
+        raw=raw,
+        role_choices=choices,
+        who_other=other,
+        known_role_names=[role.name for role in known],
+        errors=errors or {},
+        warnings=checked.warnings,
+        preview="" if errors else checked.yaml,
+        serving=experience is not None and selectors.serving_revision_number(experience),
     )
     return render(request, "experiences_app/form.html", context, status=status)
 
 
 def _save(request: HttpRequest, team: Team, teams: list[Team], experience: Experience | None) -> HttpResponse:
     raw = {name: request.POST.get(name, "") for name in FORM_FIELDS}
+    who, _ = _posted_who(request.POST)
     form = ExperienceForm(request.POST)
     if not form.is_valid():
         errors = {name: [str(problem) for problem in problems] for name, problems in form.errors.items()}
-        return _render_form(request, team, teams, experience=experience, raw=raw, errors=errors, status=400)
-    values, note = form.values(), form.cleaned_data["note"]
+        return _render_form(request, team, teams, experience=experience, raw=raw, who=who, errors=errors, status=400)
+    values, note = _values(form.cleaned_data, who), form.cleaned_data["note"]
     actor = services.actor_label(user=request.user)
     try:
         if experience is None:
@@ -210,14 +268,21 @@ def _save(request: HttpRequest, team: Team, teams: list[Team], experience: Exper
             if saved.revision == before:
                 flash.info(request, "Nothing changed, so no revision was added.")
             else:
-                drafted = saved.status == Experience.Status.DRAFT
-                again = " It is a draft again until a team admin approves it." if drafted else ""
-                flash.success(request, f"Saved revision {saved.revision} of {saved.exp_id}.{again}")
+                flash.success(request, f"Saved revision {saved.revision} of {saved.exp_id}.{_after_edit(saved)}")
     except (InvalidInput, Conflict) as exc:
         errors = exc.fields or {"form": [exc.detail]}
         status = 409 if isinstance(exc, Conflict) else 400
-        return _render_form(request, team, teams, experience=experience, raw=raw, errors=errors, status=status)
+        return _render_form(request, team, teams, experience=experience, raw=raw, who=who, errors=errors, status=status)
     return redirect(_experience_url(saved.exp_id))
+
+
+def _after_edit(saved: Experience) -> str:
+    if saved.status != Experience.Status.DRAFT:
+        return ""
+    if saved.serving_revision_id is not None:
+        served = saved.serving_revision.number if saved.serving_revision else "?"
+        return f" It awaits review; until a team admin approves it, selection keeps using approved revision {served}."
+    return " It is a draft until a team admin approves it."
 
 
 @team_page
@@ -238,49 +303,32 @@ def experience_edit(request: HttpRequest, exp_id: str, *, team: Team, teams: lis
 @team_page
 @require_POST
 def experience_validate(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpResponse:
-    """The form's field errors and YAML preview as JSON, for static/js/experience_form.js.
-
-    POST (texts can be long) with the page's CSRF token; `existing` names the experience being
-    edited (its exp_id cannot change).
-    """
+    """The form's errors, unknown-role warnings and YAML preview as JSON, by the save's own rules;
+    `existing` names the experience being edited (its exp_id cannot change)."""
     form = ExperienceForm(request.POST)
+    who, _ = _posted_who(request.POST)
     if not form.is_valid():
-        return JsonResponse({"valid": False, "errors": form.errors.get_json_data(), "file_name": "", "yaml": ""})
+        return JsonResponse(
+            {"valid": False, "errors": form.errors.get_json_data(), "warnings": {}, "file_name": "", "yaml": ""}
+        )
     existing = None
     if request.POST.get("existing"):
         existing = _team_experience(team, request.POST["existing"])
-    values = form.values()
-    errors, text = _check(values, team=team, existing=existing)
+    values = _values(form.cleaned_data, who)
+    checked = _check(values, team=team, existing=existing, known=selectors.known_roles(team=team, exclude=existing))
     exp_id = existing.exp_id if existing else values["exp_id"]
     return JsonResponse(
         {
-            "valid": not errors,
-            "errors": {name: [{"message": m} for m in problems] for name, problems in errors.items()},
-            "file_name": f"handcrafted_exp_{exp_id}.yaml" if text else "",
-            "yaml": text,
+            "valid": not checked.errors,
+            "errors": {name: [{"message": m} for m in problems] for name, problems in checked.errors.items()},
+            "warnings": {name: [{"message": m} for m in problems] for name, problems in checked.warnings.items()},
+            "file_name": f"handcrafted_exp_{exp_id}.yaml" if checked.yaml else "",
+            "yaml": checked.yaml,
         }
     )
 
 
 # --- one experience --------------------------------------------------------------------------
-
-
-def _diff_rows(text: str) -> list[tuple[str, str]]:
-    """A unified diff as (kind, line) for colouring: add, del, hunk, file or same."""
-    rows = []
-    for line in text.splitlines():
-        if line.startswith(("+++", "---")):
-            kind = "file"
-        elif line.startswith("@@"):
-            kind = "hunk"
-        elif line.startswith("+"):
-            kind = "add"
-        elif line.startswith("-"):
-            kind = "del"
-        else:
-            kind = "same"
-        rows.append((kind, line))
-    return rows
 
 
 def _revision_number(value: str | None, default: int, last: int) -> int:
@@ -296,18 +344,19 @@ def experience_detail(request: HttpRequest, exp_id: str, *, team: Team, teams: l
     last = max(experience.revision, 1)
     b = _revision_number(request.GET.get("b"), last, last)
     a = _revision_number(request.GET.get("a"), max(b - 1, 1), last)
-    diff = []
     try:
-        diffs = selectors.experience_revision_diff(experience=experience, a=a, b=b)
+        diff = selectors.experience_revision_word_diff(experience=experience, a=a, b=b)
     except NotFound:
-        diffs = {}
-    for field, text in diffs.items():
-        if text:
-            diff.append((field, _diff_rows(text)))
+        diff = []
+    reviews = list(selectors.experience_reviews(experience=experience)[:REVISIONS_SHOWN])
+    decisions = {review.revision: review for review in reversed(reviews)}  # the latest per revision
+    # The latest decision, when it was a rejection: its comment is for the author, on this page.
+    rejection = reviews[0] if reviews and reviews[0].decision == ExperienceReview.Decision.REJECTED else None
     usage = selectors.experience_usage(team=team, exp_ids=[experience.exp_id])[experience.exp_id]
     file_name, content = dump_experience_file(
         ExperienceData(exp_id=experience.exp_id, who=list(experience.who), when=experience.when, what=experience.what)
     )
+    known = selectors.known_roles(team=team, exclude=experience)
     context = _page_context(
         request,
         team,
@@ -315,6 +364,12 @@ def experience_detail(request: HttpRequest, exp_id: str, *, team: Team, teams: l
         "list",
         experience=experience,
         revisions=revisions,
+        revision_rows=[(rev, decisions.get(rev.number)) for rev in revisions],
+        rejection=rejection,
+        rejection_current=rejection is not None and rejection.revision == experience.revision,
+        serving=selectors.serving_revision_number(experience),
+        pending=selectors.awaiting_review_while_serving(experience),
+        unknown_roles=selectors.unknown_role_warnings(who=experience.who, known=known),
         a=a,
         b=b,
         diff=diff,
@@ -338,6 +393,21 @@ def experience_approve(request: HttpRequest, exp_id: str, *, team: Team, teams: 
 
 
 @curation_action
+def experience_reject(request: HttpRequest, exp_id: str, *, team: Team, teams: list[Team]) -> HttpResponse:
+    """Reject the draft's current revision with a comment its author sees on the experience page."""
+    experience = _team_experience(team, exp_id)
+    actor = services.actor_label(user=request.user)
+    try:
+        services.experience_reject(experience=experience, actor=actor, comment=request.POST.get("comment", ""))
+    except (InvalidInput, Conflict) as exc:
+        flash.error(request, f"Not rejected: {exc.detail}")
+    else:
+        kept = " Its approved revision stays selected." if experience.serving_revision_id else ""
+        flash.success(request, f"Rejected revision {experience.revision} of {experience.exp_id}.{kept}")
+    return redirect_back(request, _experience_url(experience.exp_id))
+
+
+@curation_action
 def experience_disable(request: HttpRequest, exp_id: str, *, team: Team, teams: list[Team]) -> HttpResponse:
     experience = _team_experience(team, exp_id)
     if experience.status == Experience.Status.DISABLED:
@@ -352,11 +422,41 @@ def experience_disable(request: HttpRequest, exp_id: str, *, team: Team, teams: 
 # --- review queue ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ReviewItem:
+    experience: Experience
+    base: ExperienceRevision | None  # the approved revision the draft is compared with (None: a new one)
+    diff: list[selectors.FieldDiff]
+    last_review: ExperienceReview | None
+
+
 @team_page
 def experience_review(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpResponse:
-    drafts = selectors.experience_list(team=team, status=Experience.Status.DRAFT).order_by("updated_at", "exp_id")
-    page = Paginator(drafts, EXPERIENCES_PER_PAGE).get_page(request.GET.get("page"))
-    return render(request, "experiences_app/review.html", _page_context(request, team, teams, "review", page=page))
+    """Drafts awaiting a decision, each with its changes against the approved revision marked word
+    by word, and approve / reject-with-comment for the team's admins."""
+    page = Paginator(selectors.review_queue(team=team), REVIEWS_PER_PAGE).get_page(request.GET.get("page"))
+    drafts = list(page)
+    bases = selectors.approved_bases(experiences=drafts)
+    reviews = selectors.latest_reviews(experiences=drafts)
+    items = [
+        ReviewItem(
+            exp,
+            bases.get(exp.pk),
+            selectors.content_word_diff(bases[exp.pk], exp) if exp.pk in bases else [],
+            reviews.get(exp.pk),
+        )
+        for exp in drafts
+    ]
+    context = _page_context(
+        request,
+        team,
+        teams,
+        "review",
+        page=page,
+        items=items,
+        rejected_count=selectors.rejected_drafts_count(team=team),
+    )
+    return render(request, "experiences_app/review.html", context)
 
 
 # --- try selection -----------------------------------------------------------------------------
@@ -367,6 +467,7 @@ class TryForm(forms.Form):
     query = forms.CharField(max_length=MAX_QUERY_CHARS, strip=False)
     session = forms.UUIDField(required=False)
     context = forms.CharField(required=False, strip=False, max_length=MAX_CONTEXT_CHARS)
+    draft = forms.CharField(required=False, max_length=EXP_ID_MAX_LENGTH)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -377,12 +478,31 @@ class TryForm(forms.Form):
         return data
 
 
+def _trial_experience(team: Team, exp_id: str) -> Experience | None:
+    """The experience a trial offers, when `exp_id` names one of the team's; None otherwise."""
+    if not exp_id:
+        return None
+    try:
+        return selectors.experience_get(team=team, exp_id=exp_id)
+    except NotFound:
+        return None
+
+
 @team_page
 def experience_try(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpResponse:
-    """GET shows the form; POST runs services.experience_select (it asks the LLM and logs, like the API)."""
-    form = TryForm(request.POST if request.method == "POST" else None)
+    """GET shows the form; POST runs services.experience_select (it asks the LLM and logs, like the API).
+
+    With a draft chosen (`?draft=<exp_id>`, the experience page's "Try this draft") the run is a
+    trial: that draft's text is offered as a candidate and nothing is logged as a selection."""
+    posted = request.method == "POST"
+    draft_id = (request.POST if posted else request.GET).get("draft", "")
+    trial = _trial_experience(team, draft_id)
+    initial = {"draft": trial.exp_id, "role": trial.who[0] if trial.who else ""} if trial and not posted else None
+    form = TryForm(request.POST if posted else None, initial=initial)
     result, error, status = None, "", 200
-    if request.method == "POST":
+    if posted:
+        if draft_id and trial is None:
+            form.add_error("draft", f"No experience of this team is called {draft_id!r}.")
         if form.is_valid():
             data = form.cleaned_data
             session: Session | None = None
@@ -390,7 +510,12 @@ def experience_try(request: HttpRequest, *, team: Team, teams: list[Team]) -> Ht
                 if data["session"]:
                     session = memory_selectors.session_get(team=team, session_id=data["session"])
                 result = services.experience_select(
-                    team=team, role=data["role"].strip(), query=data["query"], context=data["context"], session=session
+                    team=team,
+                    role=data["role"].strip(),
+                    query=data["query"],
+                    context=data["context"],
+                    session=session,
+                    trial=trial,
                 )
             except NotFound:
                 form.add_error("session", "No session of this team has that id.")
@@ -401,6 +526,8 @@ def experience_try(request: HttpRequest, *, team: Team, teams: list[Team]) -> Ht
             status = 400
     sessions = memory_selectors.session_list(team=team).order_by("-created_at")[:SESSIONS_OFFERED]
     chosen = {s["exp_id"] for s in result.selected} if result else set()
+    known = selectors.known_roles(team=team)
+    role = (form["role"].value() or "").strip()
     context = _page_context(
         request,
         team,
@@ -411,12 +538,84 @@ def experience_try(request: HttpRequest, *, team: Team, teams: list[Team]) -> Ht
         chosen=chosen,
         error=error,
         sessions=sessions,
-        roles=selectors.experience_roles(team=team),
+        trial=trial,
+        drafts=selectors.experience_list(team=team).exclude(status=Experience.Status.APPROVED)[:SESSIONS_OFFERED],
+        roles=known,
+        role_warnings=selectors.unknown_role_warnings(who=[role], known=known) if role else [],
         llm_alias=selectors.experience_config_get(team=team).llm_alias,
         parsed=json.dumps([s["exp_id"] for s in result.selected]) if result else "",
         messages_json=json.dumps(result.messages, ensure_ascii=False, indent=2) if result else "",
     )
     return render(request, "experiences_app/try.html", context, status=status)
+
+
+# --- past selections ---------------------------------------------------------------------------
+
+
+class SelectionFilterForm(forms.Form):
+    role = forms.CharField(required=False, max_length=MAX_ROLE_CHARS)
+    picked = forms.CharField(required=False, max_length=EXP_ID_MAX_LENGTH, label="Picked experience")
+    since = forms.DateField(required=False, label="From")
+    until = forms.DateField(required=False, label="To")
+
+    def filters(self) -> dict[str, Any]:
+        """The selector's keyword arguments; an invalid value filters nothing (the form shows why)."""
+        self.is_valid()
+        data = getattr(self, "cleaned_data", {})
+        tz = timezone.get_current_timezone()
+
+        def day_start(day: date | None, offset: int = 0) -> datetime | None:
+            return datetime.combine(day + timedelta(days=offset), time.min, tzinfo=tz) if day else None
+
+        return {
+            "role": (data.get("role") or "").strip() or None,
+            "picked": (data.get("picked") or "").strip() or None,
+            "since": day_start(data.get("since")),
+            "until": day_start(data.get("until"), 1),  # the whole "to" day
+        }
+
+
+@team_page
+def selection_list(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpResponse:
+    """Past selections, newest first, filtered by role, picked experience and date on the server."""
+    form = SelectionFilterForm(request.GET)
+    logs = selectors.selection_log_list(team=team, **form.filters()).select_related("session").defer("messages")
+    page = Paginator(logs, SELECTIONS_PER_PAGE).get_page(request.GET.get("page"))
+    filtered = any(request.GET.get(name) for name in form.fields)
+    context = _page_context(
+        request,
+        team,
+        teams,
+        "selections",
+        form=form,
+        page=page,
+        filtered=filtered,
+        roles=selectors.selection_log_roles(team=team),
+    )
+    return render(request, "experiences_app/selections.html", context)
+
+
+@team_page
+def selection_detail(request: HttpRequest, log_id: str, *, team: Team, teams: list[Team]) -> HttpResponse:
+    """One selection: what was offered, what the LLM answered, what was picked and the prompt as sent."""
+    log = get_or_404(selectors.selection_log_get, team=team, log_id=log_id)
+    picked = set(log.selected or [])
+    candidates = [c for c in log.candidates or [] if isinstance(c, dict)]
+    context = _page_context(
+        request,
+        team,
+        teams,
+        "selections",
+        log=log,
+        candidates=candidates,
+        picked=picked,
+        existing=set(
+            selectors.experience_list(team=team)
+            .filter(exp_id__in=[c.get("exp_id") for c in candidates])
+            .values_list("exp_id", flat=True)
+        ),
+    )
+    return render(request, "experiences_app/selection.html", context)
 
 
 @team_page

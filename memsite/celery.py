@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from celery import Celery
-from celery.signals import before_task_publish, setup_logging, task_postrun, task_prerun
+from celery.signals import before_task_publish, setup_logging, task_failure, task_postrun, task_prerun
+from kombu import Exchange, Queue
 
 from memsite import logs
 
@@ -15,6 +17,31 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memsite.settings")
 app = Celery("memsite")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+# The settings that name a queue some task is sent to (the job kinds in memory_app name them too).
+QUEUE_SETTINGS = ("CELERY_TASK_DEFAULT_QUEUE", "COMPACTION_QUEUE", "FACTS_QUEUE", "SEARCH_QUEUE")
+
+
+def memsite_queue_names() -> list[str]:
+    """Every queue memsite sends tasks to: the default one first, then each job kind's and route's."""
+    from django.conf import settings
+
+    names = [str(getattr(settings, name)) for name in QUEUE_SETTINGS]
+    names += [route["queue"] for route in settings.CELERY_TASK_ROUTES.values() if "queue" in route]
+    return list(dict.fromkeys(names))
+
+
+def _every_queue() -> dict[str, Any]:
+    """`task_queues` is what a worker consumes when started without `-Q`: without it, a plain
+    `celery -A memsite worker` (Celery's documented start) takes only the default queue and
+    compaction, extraction and indexing jobs wait forever. `-Q compaction` still picks one.
+    Declared like the queues Celery creates on demand (a direct exchange named after the queue),
+    so messages already in a broker stay routable. A lazy default: read once settings are loaded,
+    and a CELERY_TASK_QUEUES setting would still win."""
+    return {"task_queues": [Queue(name, Exchange(name), routing_key=name) for name in memsite_queue_names()]}
+
+
+app.add_defaults(_every_queue)
 
 # The request id travels from the request that sends a task to the worker that runs it.
 before_task_publish.connect(logs.on_before_task_publish, weak=False)
@@ -40,6 +67,23 @@ def _drop_stale_connections(**_: object) -> None:
     from django.db import close_old_connections
 
     close_old_connections()
+
+
+@task_prerun.connect
+def _no_job_claimed_yet(**_: object) -> None:
+    from memory_app import jobs
+
+    jobs.forget_claim()
+
+
+@task_failure.connect
+def _record_crash_on_the_job(exception: BaseException | None = None, **_: object) -> None:
+    """A job task that raised (a bug, a lost database): its traceback goes on the row it claimed,
+    for the ops page's job detail, instead of only into this worker's log."""
+    from memory_app import jobs
+
+    if exception is not None:
+        jobs.record_crash(exception)
 
 
 def prepare_broker() -> None:

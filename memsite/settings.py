@@ -137,6 +137,8 @@ STORAGES = {
 # Serve straight from the finders in development and tests, so no collectstatic is needed.
 WHITENOISE_USE_FINDERS = not PRODUCTION
 WHITENOISE_AUTOREFRESH = DEBUG
+# Files browsers and crawlers ask for at the site's root (/favicon.ico), served as static files.
+WHITENOISE_ROOT = BASE_DIR / "static" / "root"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:sessions"

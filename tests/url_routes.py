@@ -33,6 +33,7 @@ SAMPLE_KWARGS: dict[str, str] = {
     "kind": "compaction",
     "webhook_id": "7cde8056-91b3-4fc4-8a5b-6c7d8e9fabbb",
     "delivery_id": "8def9167-a2c4-40d5-9b6c-7d8e9fabccc0",
+    "serve_id": "1",  # a served context (the usage ledger's ContextServe)
     # admin
     "object_id": "1",
     "content_type_id": "1",

@@ -37,6 +37,14 @@ class ExperiencePatchSerializer(serializers.Serializer):
 
 
 class ExperienceOutputSerializer(serializers.ModelSerializer):
+    serving_revision = serializers.SerializerMethodField(
+        help_text="The approved revision selection serves: the latest while approved, the previous approved "
+        "one while an edit awaits review, null when nothing is served (a new draft, or disabled)."
+    )
+
+    def get_serving_revision(self, experience: Experience) -> int | None:
+        return selectors.serving_revision_number(experience)
+
     class Meta:
         model = Experience
         fields = [
@@ -49,6 +57,7 @@ class ExperienceOutputSerializer(serializers.ModelSerializer):
             "reviewer",
             "reviewed_at",
             "revision",
+            "serving_revision",
             "created_at",
             "updated_at",
         ]
@@ -99,8 +108,12 @@ class ImportEntrySerializer(serializers.Serializer):
 class ImportUpdateSerializer(ImportEntrySerializer):
     previous_status = serializers.ChoiceField(choices=Experience.Status.choices)
     left_selection = serializers.BooleanField(
-        help_text="It was approved and the change made it a draft: no longer a candidate for selection "
-        "until it is approved again."
+        help_text="It was approved and is no longer a candidate for selection (an import no longer does "
+        "this: see awaiting_review)."
+    )
+    awaiting_review = serializers.BooleanField(
+        help_text="It was approved and the change made it a draft awaiting review: its approved revision "
+        "stays a candidate for selection until the change is approved."
     )
 
 
@@ -118,6 +131,9 @@ class ImportReportSerializer(serializers.Serializer):
     rejected = RejectedSerializer(many=True)
     left_selection = ImportUpdateSerializer(
         many=True, help_text="The updated experiences that left selection (approved before, not after)."
+    )
+    awaiting_review = ImportUpdateSerializer(
+        many=True, help_text="The approved experiences whose change awaits review; their approved text stays selected."
     )
 
 

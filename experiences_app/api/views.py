@@ -144,9 +144,9 @@ class ExperienceImportView(ExperiencesView):
         "(`archive`, or any uploaded .zip), deduplicated by exp_id. Bad files are reported under "
         "`rejected` with file and line and do not stop the others. `dry_run=true` writes nothing; "
         "`approve=true` (admin key) approves what the import creates or changes. Without it a changed "
-        "approved experience goes back to draft and so leaves selection until it is approved again: "
-        "each updated entry says so (`previous_status`, `status`, `left_selection`), and `left_selection` "
-        "lists them.",
+        "approved experience becomes a draft awaiting review while its approved revision stays in "
+        "selection: each updated entry says so (`previous_status`, `status`, `awaiting_review`), and "
+        "`awaiting_review` lists them.",
     )
     def post(self, request: Request) -> Response:
         serializer = s.ImportInputSerializer(data=request.data)

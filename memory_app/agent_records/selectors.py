@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import io
+import uuid
 import zipfile
 from collections import defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Count, F, Max, Q, QuerySet, Sum
+from django.db.models.fields.json import KT
 from django.utils import timezone
 
 from memory_app.agent_records import documents as agent_memory_yaml
@@ -26,7 +29,10 @@ from memory_app.agent_records.models import (
 )
 from memory_app.conversations import context, selectors
 from memory_app.conversations.models import Message, Session
-from memory_app.tenancy.models import Team
+from memory_app.conversations.selectors import MESSAGE_AGENT
+from memory_app.facts.models import Fact
+from memory_app.facts.selectors import fact_list
+from memory_app.tenancy.models import ApiKey, Team
 from memsite.errors import NotFound
 
 _CANONICAL_KEYS = ("version", "schema", "sessionId", "agent", "createdAt", *SECTIONS, "context", "history")
@@ -291,3 +297,208 @@ def agent_memory_timeline(*, memory: AgentMemory) -> AgentTimeline:
         live=[row for row in rows if row.archived_at is None],
         archived=[row for row in rows if row.archived_at is not None],
     )
+
+
+# --- one agent name across the team's sessions (the agents pages) ------------------------------
+#
+# No table lists agents: a name is an agent because something of the team carries it. A message
+# (its post sender, else its `name`), a session's metadata.agent_name, an agent record, an active
+# API key, an experience selection (the caller reads those through experiences_app and passes
+# them in: memory_app never imports it). Each source is one GROUP BY per (agent, session), so a
+# page costs the same few queries however many agents and sessions the team has.
+
+
+@dataclass(frozen=True)
+class AgentSighting:
+    """One source's figures for one agent in one session (session_id None: not tied to one)."""
+
+    agent: str
+    session_id: uuid.UUID | None
+    messages: int = 0
+    message_tokens: int = 0
+    records: int = 0  # entries of its agent record there, archived ones included
+    selections: int = 0
+    api_keys: int = 0
+    session_agent: bool = False  # the session's metadata.agent_name names it
+    last_seen: datetime | None = None
+
+
+@dataclass
+class AgentTally:
+    """Sightings added up, per agent (the agents list) or per session (one agent's sessions)."""
+
+    key: Any  # the agent name, or the session id
+    session_ids: set[uuid.UUID] = field(default_factory=set)
+    messages: int = 0
+    message_tokens: int = 0
+    records: int = 0
+    selections: int = 0
+    api_keys: int = 0
+    session_agent: bool = False
+    last_seen: datetime | None = None
+
+    @property
+    def sessions(self) -> int:
+        return len(self.session_ids)
+
+    def add(self, sighting: AgentSighting) -> None:
+        if sighting.session_id is not None:
+            self.session_ids.add(sighting.session_id)
+        self.messages += sighting.messages
+        self.message_tokens += sighting.message_tokens
+        self.records += sighting.records
+        self.selections += sighting.selections
+        self.api_keys += sighting.api_keys
+        self.session_agent = self.session_agent or sighting.session_agent
+        if sighting.last_seen is not None and (self.last_seen is None or sighting.last_seen > self.last_seen):
+            self.last_seen = sighting.last_seen
+
+
+def _name_filter(field_name: str, agent: str | None, search: str | None) -> Q:
+    condition = Q(**{f"{field_name}__isnull": False}) & ~Q(**{field_name: ""})
+    if agent is not None:
+        condition &= Q(**{field_name: agent})
+    if search:
+        condition &= Q(**{f"{field_name}__icontains": search})
+    return condition
+
+
+def agent_messages(*, team: Team, agent: str) -> QuerySet[Message]:
+    """The messages the agent wrote in the team's sessions, newest first."""
+    return (
+        Message.objects.filter(session__team=team)
+        .alias(agent=MESSAGE_AGENT)
+        .filter(agent=agent)
+        .select_related("session")
+        .order_by("-created_at", "-seq")
+    )
+
+
+def agent_sightings(
+    *, team: Team, agent: str | None = None, search: str | None = None, extra: Iterable[AgentSighting] = ()
+) -> list[AgentSighting]:
+    """Every (agent, session) where an agent name of the team appears, from each source (five
+    queries). `agent` keeps one exact name, `search` names containing it (case-insensitive);
+    `extra` adds the sightings of sources outside memory_app, already filtered the same way."""
+    found: list[AgentSighting] = list(extra)
+    messages = (
+        Message.objects.filter(session__team=team)
+        .annotate(agent=MESSAGE_AGENT)
+        .filter(_name_filter("agent", agent, search))
+        .values("agent", "session_id")
+        .annotate(n=Count("pk"), tokens=Sum("token_count"), last=Max("created_at"))
+        .order_by()
+    )
+    found += [
+        AgentSighting(
+            row["agent"], row["session_id"], messages=row["n"], message_tokens=row["tokens"] or 0, last_seen=row["last"]
+        )
+        for row in messages
+    ]
+    # Filtered by JSON key lookups, not on the KT value: SQLite compares that as JSON.
+    named_sessions = (
+        Session.objects.filter(team=team)
+        .filter(_name_filter("metadata__agent_name", agent, search))
+        .annotate(agent=KT("metadata__agent_name"))
+        .values_list("agent", "pk", "created_at")
+    )
+    found += [AgentSighting(str(name), pk, session_agent=True, last_seen=at) for name, pk, at in named_sessions if name]
+    records = (
+        AgentMemory.objects.filter(team=team)
+        .filter(_name_filter("agent", agent, search))
+        .values("agent", "session_id", "updated_at")
+        .annotate(n=Count("entries"), last_entry=Max("entries__created_at"))
+        .order_by()
+    )
+    found += [
+        AgentSighting(
+            row["agent"],
+            row["session_id"],
+            records=row["n"],
+            last_seen=max(filter(None, (row["updated_at"], row["last_entry"]))),
+        )
+        for row in records
+    ]
+    keys = (
+        ApiKey.objects.filter(team=team, revoked_at__isnull=True)
+        .filter(_name_filter("agent_name", agent, search))
+        .values("agent_name")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    found += [AgentSighting(row["agent_name"], None, api_keys=row["n"]) for row in keys]
+    return found
+
+
+AGENT_ORDERS: dict[str, tuple[str, bool]] = {  # the list's sort choices: (figure, largest first)
+    "recent": ("last_seen", True),
+    "name": ("key", False),
+    "sessions": ("sessions", True),
+    "messages": ("messages", True),
+    "tokens": ("message_tokens", True),
+    "records": ("records", True),
+}
+
+
+def agent_directory(*, sightings: Iterable[AgentSighting], order: str = "recent") -> list[AgentTally]:
+    """One tally per agent name, sorted by `order` (an AGENT_ORDERS key), then by name."""
+    tallies: dict[str, AgentTally] = {}
+    for sighting in sightings:
+        tallies.setdefault(sighting.agent, AgentTally(key=sighting.agent)).add(sighting)
+    figure, largest_first = AGENT_ORDERS.get(order, AGENT_ORDERS["recent"])
+    by_name = sorted(tallies.values(), key=lambda t: t.key)
+    if figure == "key":
+        return by_name
+
+    def value(tally: AgentTally) -> Any:
+        found = getattr(tally, figure)
+        if figure == "last_seen":  # never seen (an API key only) goes last
+            return found.timestamp() if found is not None else float("-inf")
+        return found
+
+    return sorted(by_name, key=value, reverse=largest_first)
+
+
+def agent_session_tallies(*, sightings: Iterable[AgentSighting]) -> list[AgentTally]:
+    """One agent's sightings per session, the latest activity first."""
+    tallies: dict[uuid.UUID, AgentTally] = {}
+    for sighting in sightings:
+        if sighting.session_id is not None:
+            tallies.setdefault(sighting.session_id, AgentTally(key=sighting.session_id)).add(sighting)
+    return sorted(
+        tallies.values(), key=lambda t: t.last_seen.timestamp() if t.last_seen else float("-inf"), reverse=True
+    )
+
+
+def agent_record_list(*, team: Team, agent: str) -> QuerySet[AgentMemory]:
+    """The agent's work records, one per session, with their entries counted by kind (one query)."""
+    live = Q(entries__archived_at__isnull=True)
+    return (
+        AgentMemory.objects.filter(team=team, agent=agent)
+        .select_related("session")
+        .annotate(
+            discoveries=Count("entries", filter=live & Q(entries__kind=AgentMemoryEntry.Kind.DISCOVERY)),
+            attempts=Count("entries", filter=live & Q(entries__kind=AgentMemoryEntry.Kind.ATTEMPT)),
+            failures=Count(
+                "entries",
+                filter=live & Q(entries__kind=AgentMemoryEntry.Kind.ATTEMPT, entries__result="failure"),
+            ),
+            decisions=Count("entries", filter=live & Q(entries__kind=AgentMemoryEntry.Kind.DECISION)),
+            archived=Count("entries", filter=Q(entries__archived_at__isnull=False)),
+        )
+        .order_by("-updated_at", "-id")
+    )
+
+
+def agent_recent_entries(*, team: Team, agent: str, limit: int) -> list[AgentMemoryEntry]:
+    """The agent's latest discoveries, attempts and decisions across its sessions (one query)."""
+    return list(
+        AgentMemoryEntry.objects.filter(team=team, memory__agent=agent)
+        .select_related("memory__session")
+        .order_by(F("timestamp").desc(nulls_last=True), "-id")[:limit]
+    )
+
+
+def agent_facts(*, team: Team, agent: str, session_ids: Collection[uuid.UUID]) -> QuerySet[Fact]:
+    """Live facts of the agent's sessions, or extracted from its own words, newest first."""
+    return fact_list(team=team).filter(Q(role=agent) | Q(session_id__in=list(session_ids))).select_related("session")

@@ -8,11 +8,12 @@ from django.db import models
 from django.db.models import Q
 
 from memory_app.conversations.models import Session
+from memory_app.jobs.models import JobRecord
 from memory_app.tenancy.models import Team
 from memsite.fields import JSONField
 
 
-class CompactionRun(models.Model):
+class CompactionRun(JobRecord):
     """A durable compaction job and its ledger entry. Raw messages are never touched:
     the summary stands in for messages (covered_from_seq..covered_to_seq] at read time."""
 

@@ -54,6 +54,10 @@ class CompactionLedger:
     runs: list[LedgerRun]  # newest first
     more_runs: bool
 
+    @property
+    def newest(self) -> CompactionRun | None:
+        return self.runs[0].run if self.runs else None
+
 
 def compaction_ledger(*, session: Session, limit: int, messages_per_run: int) -> CompactionLedger:
     """The session's latest compactions, each with the raw messages its summary stands in for.

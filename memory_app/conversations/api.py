@@ -218,6 +218,7 @@ class ContextView(TeamScopedView):
             served_tokens=served.token_count,
             recall_query=injected.query if injected else "",
             recalled=injected.memories() if injected else [],
+            parts=served.breakdown,
         )
         compaction.compaction_request_on_read(session=session)
         body: dict[str, Any] = {"messages": served.messages, "token_count": served.token_count}

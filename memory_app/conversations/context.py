@@ -69,6 +69,32 @@ class ContextPart:
     truncated: bool = False  # a tool output shortened by tool truncation
 
 
+# Which part of the breakdown each kind of ContextPart counts toward.
+BREAKDOWN_OF_KIND = {
+    "system": "system",
+    "instruction": "summary",  # kept verbatim in front of the summary, as part of it
+    "summary": "summary",
+    "recall": "recall",
+    "message": "window",
+    "borrowed": "window",  # the latest user message, served when packing left none
+}
+
+
+@dataclass(frozen=True)
+class ContextBreakdown:
+    """A served context's tokens by part; the parts add up to its `token_count`."""
+
+    system: int = 0
+    summary: int = 0
+    recall: int = 0
+    window: int = 0
+    priming: int = tokens.REPLY_PRIMING_TOKENS
+
+    @property
+    def total(self) -> int:
+        return self.system + self.summary + self.recall + self.window + self.priming
+
+
 @dataclass(frozen=True)
 class ServedContext:
     parts: list[ContextPart]
@@ -85,6 +111,14 @@ class ServedContext:
     def token_count(self) -> int:
         """What the request costs: its parts plus the reply priming every request pays."""
         return tokens.count_request([part.token_count for part in self.parts])
+
+    @property
+    def breakdown(self) -> ContextBreakdown:
+        """`token_count` by part: system prompt, summary, recalled memories, window, priming."""
+        sums = dict.fromkeys(("system", "summary", "recall", "window"), 0)
+        for part in self.parts:
+            sums[BREAKDOWN_OF_KIND[part.kind]] += part.token_count
+        return ContextBreakdown(**sums, priming=self.token_count - sum(sums.values()))
 
 
 # --- reading message rows ----------------------------------------------------------------------

@@ -11,24 +11,29 @@ templates as plain strings, so autoescaping covers all of it.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
 from django import forms
 from django.conf import settings
 from django.contrib import messages as flash
 from django.core.paginator import Paginator
+from django.db.models import F
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 
+from memory_app.agent_records.pages import agent_url
+from memory_app.compaction import pages as compaction_pages
 from memory_app.compaction import selectors as compaction_selectors
 from memory_app.compaction import services as compaction
 from memory_app.compaction.models import CompactionRun
@@ -36,13 +41,18 @@ from memory_app.conversations import context, selectors
 from memory_app.conversations.images import MAX_URL_LENGTH
 from memory_app.conversations.models import MemoryType, Message, Session
 from memory_app.dashboard.decorators import get_or_404, non_negative_int, team_page
+from memory_app.dashboard.markdown import render_markdown
+from memory_app.facts import selectors as fact_selectors
+from memory_app.facts.models import Fact, FactExtractionRun
 from memory_app.search import pages as search_pages
 from memory_app.tenancy.models import Team
+from memory_app.usage import selectors as usage_selectors
 from memsite import csp
 from memsite.errors import Conflict
 
 SESSIONS_PER_PAGE = 25
-MESSAGES_PER_PAGE = 100
+# A page of a long session stays a few screens tall: tool output is folded, and 25 messages.
+MESSAGES_PER_PAGE = 25
 # A call near the end of a page still shows its result if it comes this many seqs later.
 TOOL_RESULT_LOOKAHEAD = 200
 # Strings longer than this are shown as they are rather than parsed as JSON for pretty-printing.
@@ -58,13 +68,19 @@ MAX_PRETTY_JSON_CHARS = 200_000
 class SessionFilterForm(forms.Form):
     q = forms.CharField(required=False, max_length=200, label="Search")
     memory_type = forms.ChoiceField(required=False, choices=[("", "Any type"), *MemoryType.choices], label="Type")
+    agent = forms.CharField(required=False, max_length=200, label="Agent")
     created_after = forms.DateField(
         required=False, label="Created from", widget=forms.DateInput(attrs={"type": "date"})
     )
     created_before = forms.DateField(required=False, label="to", widget=forms.DateInput(attrs={"type": "date"}))
+    compaction_failed = forms.BooleanField(required=False, label="Latest compaction failed")
     order = forms.ChoiceField(
-        required=False, choices=[("created", "Newest first"), ("activity", "Recent activity")], label="Sort"
+        required=False,
+        choices=[(key, label) for key, (label, _ordering) in selectors.SESSION_ORDERS.items()],
+        label="Sort",
     )
+
+    FILTER_NAMES = ("q", "memory_type", "agent", "created_after", "created_before", "compaction_failed")
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -82,6 +98,8 @@ class SessionFilterForm(forms.Form):
         return {
             "search": (data.get("q") or "").strip() or None,
             "memory_type": data.get("memory_type") or None,
+            "agent": (data.get("agent") or "").strip() or None,
+            "compaction_failed": bool(data.get("compaction_failed")),
             "created_after": _start_of(start) if start else None,
             # The end date is inclusive: everything before the next midnight.
             "created_before": _start_of(end + timedelta(days=1))
@@ -100,22 +118,36 @@ def session_list(request: HttpRequest, *, team: Team, teams: list[Team]) -> Http
     form = SessionFilterForm(request.GET)
     sessions = selectors.session_list_with_activity(team=team, **form.filters())
     page = Paginator(sessions, SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
-    filtered = any(request.GET.get(name) for name in ("q", "memory_type", "created_after", "created_before"))
+    agents = selectors.session_agents(sessions=list(page))
+    rows = [(session, [(name, agent_url(name)) for name in agents[session.pk]]) for session in page]
+    filtered = any(request.GET.get(name) for name in SessionFilterForm.FILTER_NAMES)
     return render(
         request,
         "memory_app/session_list.html",
-        {"team": team, "teams": teams, "form": form, "page": page, "filtered": filtered},
+        {"team": team, "teams": teams, "form": form, "page": page, "rows": rows, "filtered": filtered},
     )
 
 
 # --- session timeline ---------------------------------------------------------------------
 
 
+# Output longer than this is folded: a preview, and the whole of it one click away.
+FOLD_LINES = 14
+FOLD_CHARS = 1_500
+PREVIEW_LINES = 8
+PREVIEW_CHARS = 700
+# Prose folds later than console output: an answer is read, a log is skimmed.
+FOLD_MARKDOWN_LINES = 40
+FOLD_MARKDOWN_CHARS = 5_000
+
+
 @dataclass(frozen=True)
 class Piece:
-    """One renderable bit of message content. `kind` picks the template branch."""
+    """One renderable bit of message content. `kind` picks the template branch: "markdown" (a
+    user's or assistant's text), "console" (a tool's text output, monospace as printed), "text"
+    (other text), "json", "image", "note" or "refusal"."""
 
-    kind: str  # "text" | "json" | "image" | "note" | "refusal"
+    kind: str
     text: str = ""
     src: str = ""
 
@@ -127,6 +159,40 @@ class Piece:
     def host(self) -> str:
         """Who serves a remote image, for its placeholder (never the userinfo part of the URL)."""
         return (urlsplit(self.src).hostname or "") if self.is_remote else ""
+
+    @functools.cached_property
+    def line_count(self) -> int:
+        return self.text.count("\n") + 1 if self.text else 0
+
+    @property
+    def is_long(self) -> bool:
+        """Folded on the page: only a preview shows until the reader opens it."""
+        if self.kind == "markdown":
+            return self.line_count > FOLD_MARKDOWN_LINES or len(self.text) > FOLD_MARKDOWN_CHARS
+        return self.kind in ("console", "json", "text") and (
+            self.line_count > FOLD_LINES or len(self.text) > FOLD_CHARS
+        )
+
+    @property
+    def preview(self) -> str:
+        head = "\n".join(self.text.split("\n", PREVIEW_LINES)[:PREVIEW_LINES])
+        return head[:PREVIEW_CHARS]
+
+    @property
+    def size_label(self) -> str:
+        """What the fold hides, as read: "240 lines, 12.3 kB"."""
+        size = len(self.text.encode())
+        size_text = f"{size / 1000:.1f} kB" if size >= 1000 else f"{size} bytes"
+        return f"{self.line_count:,} line{'s' if self.line_count != 1 else ''}, {size_text}"
+
+    @functools.cached_property
+    def html(self) -> SafeString:
+        """A markdown piece rendered (escaped first: memory_app/dashboard/markdown.py)."""
+        return render_markdown(self.text)
+
+    @property
+    def preview_html(self) -> SafeString:
+        return render_markdown(self.preview)
 
 
 # A remote image would tell its host who reads the conversation and when: the session page shows
@@ -152,8 +218,16 @@ class ToolCallView:
     call_id: str
     name: str
     arguments: str
+    arguments_are_json: bool = True
     result: Message | None = None
     result_pieces: list[Piece] = field(default_factory=list)
+
+    @property
+    def argument_pieces(self) -> list[Piece]:
+        """The arguments as one piece: indented JSON, or the raw text when it was not JSON."""
+        if not self.arguments:
+            return []
+        return [Piece("json" if self.arguments_are_json else "console", text=self.arguments)]
 
 
 @dataclass
@@ -190,7 +264,16 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
 
 
-def _text_piece(text: str) -> Piece:
+# How the text of a message of each role is shown; other roles (and callers that name none) get plain text.
+TEXT_KIND_BY_ROLE = {
+    Message.Role.USER: "markdown",
+    Message.Role.ASSISTANT: "markdown",
+    Message.Role.SYSTEM: "markdown",
+    Message.Role.TOOL: "console",
+}
+
+
+def _text_piece(text: str, text_kind: str = "text") -> Piece:
     """Text, or pretty JSON when the text is a JSON object/array (typical of tool results)."""
     stripped = text.strip()
     if stripped[:1] in ("{", "[") and len(stripped) <= MAX_PRETTY_JSON_CHARS:
@@ -198,15 +281,15 @@ def _text_piece(text: str) -> Piece:
             return Piece("json", text=pretty_json(json.loads(stripped)))
         except ValueError:
             pass
-    return Piece("text", text=text)
+    return Piece(text_kind, text=text)
 
 
-def _part_pieces(part: Any) -> list[Piece]:
+def _part_pieces(part: Any, text_kind: str = "text") -> list[Piece]:
     if not isinstance(part, dict):
         return [Piece("json", text=pretty_json(part))]
     kind = part.get("type")
     if kind == "text" and isinstance(part.get("text"), str):
-        return [_text_piece(part["text"])]
+        return [_text_piece(part["text"], text_kind)]
     if kind == "refusal":
         return [Piece("refusal", text=str(part.get("refusal", "")))]
     if kind == "image_url":
@@ -223,15 +306,19 @@ def _part_pieces(part: Any) -> list[Piece]:
     return [Piece("json", text=pretty_json(part))]
 
 
-def content_pieces(content: Any, images: Any = None) -> list[Piece]:
-    """A message's content (text, content parts or a JSON object) and its images, ready to render."""
+def content_pieces(content: Any, images: Any = None, *, role: str | None = None) -> list[Piece]:
+    """A message's content (text, content parts or a JSON object) and its images, ready to render.
+
+    With the message's `role`, text becomes markdown (people and models write it) or console
+    output (a tool printed it); without one it stays plain text."""
+    text_kind = TEXT_KIND_BY_ROLE.get(role, "text") if role else "text"  # type: ignore[call-overload]
     pieces: list[Piece] = []
     if isinstance(content, str):
         if content:
-            pieces.append(_text_piece(content))
+            pieces.append(_text_piece(content, text_kind))
     elif isinstance(content, list):
         for part in content:
-            pieces.extend(_part_pieces(part))
+            pieces.extend(_part_pieces(part, text_kind))
     elif content is not None:
         pieces.append(Piece("json", text=pretty_json(content)))
     if isinstance(images, list):
@@ -239,13 +326,17 @@ def content_pieces(content: Any, images: Any = None) -> list[Piece]:
     return pieces
 
 
-def _pretty_arguments(arguments: Any) -> str:
+def _pretty_arguments(arguments: Any) -> tuple[str, bool]:
+    """A call's arguments as indented JSON, and whether they were JSON at all (OpenAI sends a
+    JSON string; a model can write an invalid one, which is shown as written)."""
     if isinstance(arguments, str):
+        if len(arguments) > MAX_PRETTY_JSON_CHARS:
+            return arguments, False
         try:
-            return pretty_json(json.loads(arguments))
+            return pretty_json(json.loads(arguments)), True
         except ValueError:
-            return arguments
-    return pretty_json(arguments)
+            return arguments, False
+    return pretty_json(arguments), True
 
 
 def _tool_call_view(call: Any) -> ToolCallView | None:
@@ -253,10 +344,12 @@ def _tool_call_view(call: Any) -> ToolCallView | None:
         return None
     function = call.get("function")
     function = function if isinstance(function, dict) else {}
+    arguments, is_json = _pretty_arguments(function.get("arguments"))
     return ToolCallView(
         call_id=call["id"],
         name=str(function.get("name") or "?"),
-        arguments=_pretty_arguments(function.get("arguments")),
+        arguments=arguments,
+        arguments_are_json=is_json,
     )
 
 
@@ -270,15 +363,16 @@ _EXTRA_FIELDS = (
 
 def _attach(call: ToolCallView, result: Message) -> None:
     call.result = result
-    call.result_pieces = content_pieces(result.content, result.images)
+    call.result_pieces = content_pieces(result.content, result.images, role=result.role)
 
 
-def build_timeline(*, session: Session, messages: list[Message]) -> list[MessageView]:
+def build_timeline(*, session: Session, messages: list[Message], filtered: bool = False) -> list[MessageView]:
     """Messages in seq order, each tool result nested under the call it answers.
 
     A result pairs with the latest earlier call carrying its tool_call_id. Results that come
     after the page are fetched for the page's open calls; results whose call is on an
-    earlier page stay in the timeline and say which call they answer.
+    earlier page stay in the timeline and say which call they answer. On a `filtered` page
+    (a search) that call may also sit between the page's messages, left out by the filter.
     """
     if not messages:
         return []
@@ -293,7 +387,7 @@ def build_timeline(*, session: Session, messages: list[Message]) -> list[Message
         views.append(
             MessageView(
                 message=message,
-                pieces=content_pieces(message.content, message.images),
+                pieces=content_pieces(message.content, message.images, role=message.role),
                 tool_calls=calls,
                 extras=[
                     (label, pretty_json(getattr(message, name)))
@@ -313,7 +407,7 @@ def build_timeline(*, session: Session, messages: list[Message]) -> list[Message
     if orphans:
         refs = selectors.tool_calls_before(
             session=session,
-            before_seq=messages[0].seq,
+            before_seq=messages[-1].seq if filtered else messages[0].seq,
             call_ids={view.message.tool_call_id for view in orphans if view.message.tool_call_id},
         )
         for view in orphans:
@@ -328,20 +422,74 @@ def _team_session(team: Team, session_id: uuid.UUID) -> Session:
     return get_or_404(selectors.session_get, team=team, session_id=session_id)
 
 
+class TimelineFilters(TypedDict):
+    """`timeline_messages`'s filters, as the timeline's search sets them."""
+
+    role: str | None
+    tool: str | None
+    text: str | None
+
+
+class TimelineFilterForm(forms.Form):
+    """The timeline's search: one role, the calls to and results of one tool, and text."""
+
+    role = forms.ChoiceField(required=False, choices=[("", "Any role"), *Message.Role.choices], label="Role")
+    tool = forms.CharField(required=False, max_length=200, label="Tool")
+    q = forms.CharField(required=False, max_length=200, label="Text")
+
+    def filters(self) -> TimelineFilters:
+        """`timeline_messages` arguments from the fields that validated (an invalid one is ignored)."""
+        self.is_valid()
+        data = self.cleaned_data
+        return {
+            "role": data.get("role") or None,
+            "tool": (data.get("tool") or "").strip() or None,
+            "text": (data.get("q") or "").strip() or None,
+        }
+
+
+@dataclass(frozen=True)
+class SessionFacts:
+    """A kg session's latest facts and fact-extraction runs, with how many there are in all."""
+
+    facts: list[Fact]
+    fact_count: int
+    runs: list[FactExtractionRun]
+    run_count: int
+
+
+FACTS_SHOWN = 10
+EXTRACTION_RUNS_SHOWN = 5
+
+
+def session_facts(*, team: Team, session: Session) -> SessionFacts:
+    facts = fact_selectors.fact_list(team=team, session=session)
+    runs = fact_selectors.fact_extraction_list(team=team, session=session)
+    return SessionFacts(
+        facts=list(facts.annotate(source_seq=F("source_message__seq"))[:FACTS_SHOWN]),
+        fact_count=facts.count(),
+        runs=list(runs[:EXTRACTION_RUNS_SHOWN]),
+        run_count=runs.count(),
+    )
+
+
 @team_page
 def session_detail(request: HttpRequest, session_id: uuid.UUID, *, team: Team, teams: list[Team]) -> HttpResponse:
     session = _team_session(team, session_id)
+    search = TimelineFilterForm(request.GET)
+    found = search.filters()
     if request.GET.get("latest"):
-        page = selectors.message_page(session=session, last=MESSAGES_PER_PAGE)
+        page = selectors.message_page(session=session, last=MESSAGES_PER_PAGE, **found)
     else:
         page = selectors.message_page(
-            session=session, after=non_negative_int(request.GET.get("after")) or 0, limit=MESSAGES_PER_PAGE
+            session=session, after=non_negative_int(request.GET.get("after")) or 0, limit=MESSAGES_PER_PAGE, **found
         )
     previous = (
-        selectors.message_cursor_before(session=session, seq=page.messages[0].seq, limit=MESSAGES_PER_PAGE)
+        selectors.message_cursor_before(session=session, seq=page.messages[0].seq, limit=MESSAGES_PER_PAGE, **found)
         if page.messages
         else None
     )
+    searching = any(found.values())
     totals = selectors.session_totals(session=session)
     on_page = {message.seq for message in page.messages}
     active = context.active_context_view(session=session, show_last=ACTIVE_CONTEXT_SHOWN)
@@ -359,12 +507,13 @@ def session_detail(request: HttpRequest, session_id: uuid.UUID, *, team: Team, t
             "page": page,
             "previous_after": previous,
             "paged": previous is not None or page.next_after is not None,
-            "timeline": build_timeline(session=session, messages=page.messages),
+            "timeline": build_timeline(session=session, messages=page.messages, filtered=searching),
             "totals": totals,
             "history_tokens": totals.message_tokens + session.system_prompt_tokens,
             "metadata": pretty_json(session.metadata) if session.metadata else "",
             "is_managed": session.memory_type == MemoryType.MANAGED_CONVERSATION,
-            "gauge": token_gauge(session),
+            **compaction_pages.session_compaction_context(session, newest=ledger.newest),
+            "served_contexts": usage_selectors.served_contexts(session=session, limit=SERVED_CONTEXTS_SHOWN),
             "covered_to": active.run.covered_to_seq if active.run else None,
             "active_context": active,
             "context_head": [_context_entry_view(entry, on_page) for entry in active.head],
@@ -375,6 +524,13 @@ def session_detail(request: HttpRequest, session_id: uuid.UUID, *, team: Team, t
             "remote_images": remote_images,
             "show_remote_images_url": remote_images_url(request, show=True),
             "hide_remote_images_url": remote_images_url(request, show=False),
+            "search": search,
+            "searching": searching,
+            "matches": selectors.timeline_messages(session=session, **found).count() if searching else None,
+            "tool_names": selectors.session_tool_names(session=session),
+            "session_facts": session_facts(team=team, session=session)
+            if session.memory_type == MemoryType.KG
+            else None,
         },
     )
     # The reader asked: this one response may load http(s) images (memsite/csp.py).
@@ -384,60 +540,9 @@ def session_detail(request: HttpRequest, session_id: uuid.UUID, *, team: Team, t
 # --- compaction: token gauge, active context, ledger, and the two actions ---------------------
 
 ACTIVE_CONTEXT_SHOWN = 60
+SERVED_CONTEXTS_SHOWN = 5
 RUNS_SHOWN = 10
 DIFF_MESSAGES_SHOWN = 40
-
-
-@dataclass(frozen=True)
-class TokenGauge:
-    """The session's active context (Session.active_tokens) against its threshold."""
-
-    tokens: int
-    threshold: int | None
-    target: int | None  # what a compaction aims to bring it down to
-    # Why "Compact now" would do nothing (None: it is offered), and why no compaction is queued
-    # automatically although one is due (a revert's hold, runs without progress).
-    blocker: str | None = None
-    hold: str | None = None
-
-    @property
-    def percent(self) -> float:
-        return 100 * self.tokens / self.threshold if self.threshold else 0.0
-
-    @property
-    def bar_percent(self) -> float:
-        return min(self.percent, 100.0)
-
-    @property
-    def target_percent(self) -> float:
-        return 100 * self.target / self.threshold if self.threshold and self.target else 0.0
-
-    @property
-    def level(self) -> str:
-        return "over" if self.percent >= 100 else "high" if self.percent >= 80 else "ok"
-
-    @property
-    def figures(self) -> dict[str, str]:
-        """The numbers as read: 150,000 rather than 150000."""
-        return {name: f"{value:,}" for name, value in vars(self).items() if isinstance(value, int)}
-
-
-def token_gauge(session: Session) -> TokenGauge:
-    if session.memory_type != MemoryType.MANAGED_CONVERSATION:
-        return TokenGauge(tokens=session.active_tokens, threshold=None, target=None)
-    config = compaction.session_config(session)
-    if not config.active_context.enabled:
-        return TokenGauge(tokens=session.active_tokens, threshold=None, target=None)
-    blocker = compaction.compaction_blocker(session=session)
-    over = session.active_tokens > config.threshold_tokens
-    hold = compaction.auto_compaction_hold(session) if over and blocker is None else None
-    return TokenGauge(
-        tokens=session.active_tokens,
-        threshold=config.threshold_tokens,
-        target=config.compaction_target_tokens,
-        blocker=blocker,
-        hold=hold,
-    )
 
 
 @dataclass(frozen=True)
@@ -464,9 +569,11 @@ def _seq_href(seq: int, on_page: set[int]) -> str:
 
 
 def compact_message(data: dict[str, Any], *, on_page: set[int], seq: int | None = None, **extra: Any) -> CompactMessage:
+    role = str(data.get("role") or "?")
     return CompactMessage(
-        role=str(data.get("role") or "?"),
-        pieces=content_pieces(data.get("content"), data.get("images")),
+        role=role,
+        # Rendered as the timeline renders it: markdown prose, console tool output, folded when long.
+        pieces=content_pieces(data.get("content"), data.get("images"), role=role),
         calls=[view for view in map(_tool_call_view, data.get("tool_calls") or []) if view is not None],
         name=str(data.get("name") or ""),
         tool_call_id=str(data.get("tool_call_id") or ""),
@@ -558,23 +665,6 @@ def _run_view(item: compaction_selectors.LedgerRun, *, latest: CompactionRun | N
 
 def _back_to_compactions(session: Session) -> HttpResponse:
     return redirect(reverse("dashboard:session", args=[session.pk]) + "#compactions")
-
-
-@team_page
-@require_POST
-def session_compact(request: HttpRequest, session_id: uuid.UUID, *, team: Team, teams: list[Team]) -> HttpResponse:
-    """Queue a manual compaction now (the API's POST .../compact/)."""
-    session = _team_session(team, session_id)
-    try:
-        run, created = compaction.compaction_request(session=session, trigger=CompactionRun.Trigger.MANUAL)
-    except Conflict as exc:
-        flash.error(request, exc.detail)
-        return _back_to_compactions(session)
-    if created:
-        flash.success(request, "Compaction queued: a worker will summarise the older messages shortly.")
-    else:
-        flash.info(request, f"A compaction is already {run.status} for this session; nothing new was queued.")
-    return _back_to_compactions(session)
 
 
 @team_page

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import time
 import uuid
 from collections.abc import Collection, Sequence
@@ -11,11 +12,27 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, F, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import (
+    Case,
+    CharField,
+    Count,
+    Exists,
+    F,
+    Max,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
 from django.db.models import Field as ModelField
 from django.db.models.base import Model
 from django.db.models.functions import Coalesce
 
+from memory_app.compaction.models import CompactionRun
 from memory_app.conversations.models import Message, Session
 from memory_app.tenancy.models import Team
 from memory_client.vocabulary.messages import MESSAGE_FIELDS
@@ -128,18 +145,54 @@ class MessagePage:
     next_after: int | None
 
 
+def tool_call_marker(tool: str) -> str:
+    """How a call to `tool` reads in a message's stored tool_calls JSON (json.dumps spacing,
+    which both databases keep): `"name": "<tool>"`. Inside the arguments string the quotes are
+    escaped, so an argument naming the tool does not match."""
+    return '"name": ' + json.dumps(tool)
+
+
+def timeline_messages(
+    *, session: Session, role: str | None = None, tool: str | None = None, text: str | None = None
+) -> QuerySet[Message]:
+    """The session's messages, optionally only one role's, the calls to (and results of) one
+    tool, or those whose content, tool calls or name contain `text` (case-insensitive)."""
+    messages = Message.objects.filter(session=session)
+    if role:
+        messages = messages.filter(role=role)
+    if tool:
+        messages = messages.filter(
+            Q(role=Message.Role.ASSISTANT, tool_calls__icontains=tool_call_marker(tool))
+            | Q(role=Message.Role.TOOL, name=tool)
+        )
+    if text:
+        matches = Q(name__icontains=text)
+        for spelled in _json_spellings(text):
+            matches |= Q(content__icontains=spelled) | Q(tool_calls__icontains=spelled)
+        messages = messages.filter(matches)
+    return messages
+
+
+def _json_spellings(text: str) -> set[str]:
+    """`text` as stored JSON text may spell it. Content is JSON: quotes and newlines are escaped,
+    and so is non-ASCII (\\u00e9), which the database's case folding cannot see through; the
+    lower and upper case forms cover "Café" searched as "CAFÉ". The text as typed covers a
+    database that keeps non-ASCII unescaped."""
+    return {text, *(json.dumps(form)[1:-1] for form in (text, text.lower(), text.upper()))}
+
+
 def message_page(
     *,
     session: Session,
     role: str | None = None,
+    tool: str | None = None,
+    text: str | None = None,
     after: int | None = None,
     limit: int = 100,
     last: int | None = None,
 ) -> MessagePage:
     """A page of messages in seq order: `last` N, or up to `limit` after seq `after`."""
-    messages = Message.objects.filter(session=session)
-    if role:
-        messages = messages.filter(role=role)
+    messages = timeline_messages(session=session, role=role, tool=tool, text=text)
     if last is not None:
         newest = list(messages.order_by("-seq")[:last])
         return MessagePage(messages=newest[::-1], next_after=None)
@@ -183,12 +236,86 @@ def session_export(*, session: Session) -> dict[str, Any]:
 # --- dashboard reads ----------------------------------------------------------------------
 
 
-def session_list_with_activity(*, team: Team, order: str = "created", **filters: Any) -> QuerySet[Session]:
-    """`session_list` plus `last_activity`: every append bumps the session's `updated_at`."""
-    sessions = session_list(team=team, **filters).annotate(last_activity=F("updated_at"))
-    if order == "activity":
-        return sessions.order_by("-last_activity", "-pk")
-    return sessions
+# A message's agent: the post's sender, else its `name`. A tool result's `name` is the tool's
+# (OpenAI's function-result shape), not an agent's, so tool messages count only by send_from.
+MESSAGE_AGENT = Case(
+    When(send_from__gt="", then=F("send_from")),
+    When(Q(name__gt="") & ~Q(role=Message.Role.TOOL), then=F("name")),
+    default=Value(None),
+    output_field=CharField(),
+)
+
+# The sessions list's sort choices: the label, and the ordering (newest or largest first).
+SESSION_ORDERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "created": ("Newest first", ("-created_at", "-pk")),
+    "activity": ("Recent activity", ("-last_activity", "-pk")),
+    "messages": ("Most messages", ("-message_count", "-created_at", "-pk")),
+    "tokens": ("Most tokens", ("-raw_tokens", "-created_at", "-pk")),
+}
+
+
+def session_list_with_activity(
+    *,
+    team: Team,
+    order: str = "created",
+    agent: str | None = None,
+    compaction_failed: bool = False,
+    **filters: Any,
+) -> QuerySet[Session]:
+    """`session_list` plus what the dashboard's list shows of each session, all in the page's one query:
+    `last_activity` (every append bumps `updated_at`), `raw_tokens` (every stored message plus the
+    system prompt) and `latest_compaction_status` (null: never compacted).
+
+    `agent` keeps the sessions it wrote a message in or that name it in metadata.agent_name;
+    `compaction_failed` those whose latest compaction run failed.
+    """
+    latest_run = CompactionRun.objects.filter(session=OuterRef("pk")).order_by("-created_at").values("status")[:1]
+    sessions = session_list(team=team, **filters).annotate(
+        last_activity=F("updated_at"),
+        raw_tokens=F("history_tokens") + F("system_prompt_tokens"),
+        latest_compaction_status=Subquery(latest_run),
+    )
+    if agent:
+        wrote = Message.objects.filter(session=OuterRef("pk")).alias(agent=MESSAGE_AGENT).filter(agent=agent)
+        sessions = sessions.filter(Q(metadata__agent_name=agent) | Exists(wrote))
+    if compaction_failed:
+        sessions = sessions.filter(latest_compaction_status=CompactionRun.Status.FAILED)
+    return sessions.order_by(*SESSION_ORDERS.get(order, SESSION_ORDERS["created"])[1])
+
+
+def session_agents(*, sessions: Sequence[Session]) -> dict[uuid.UUID, list[str]]:
+    """The agent names of each session (metadata.agent_name, then its messages' agents, sorted),
+    in one query for the whole page of sessions."""
+    found: dict[uuid.UUID, set[str]] = {session.pk: set() for session in sessions}
+    rows = (
+        Message.objects.filter(session__in=list(found))
+        .annotate(agent=MESSAGE_AGENT)
+        .filter(agent__isnull=False)
+        .values_list("session_id", "agent")
+        .distinct()
+        .order_by()
+    )
+    for session_id, agent in rows:
+        found[session_id].add(agent)
+    named = {session.pk: (session.metadata or {}).get("agent_name") for session in sessions}
+    return {pk: ([str(named[pk])] if named[pk] else []) + sorted(agents - {named[pk]}) for pk, agents in found.items()}
+
+
+def session_tool_names(*, session: Session, scan: int = 500) -> list[str]:
+    """The names of the tools the session's latest `scan` tool-calling messages called, sorted:
+    the choices of the timeline's tool filter (read on the tool-calling partial index)."""
+    calls = (
+        Message.objects.filter(session=session, role=Message.Role.ASSISTANT, tool_calls__isnull=False)
+        .order_by("-seq")
+        .values_list("tool_calls", flat=True)[:scan]
+    )
+    names: set[str] = set()
+    for message_calls in calls:
+        for call in message_calls if isinstance(message_calls, list) else []:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and isinstance(function.get("name"), str):
+                names.add(function["name"])
+    return sorted(names)
 
 
 @dataclass(frozen=True)
@@ -211,12 +338,22 @@ def session_totals(*, session: Session) -> SessionTotals:
     )
 
 
-def message_cursor_before(*, session: Session, seq: int, limit: int) -> int | None:
+def message_cursor_before(
+    *,
+    session: Session,
+    seq: int,
+    limit: int,
+    role: str | None = None,
+    tool: str | None = None,
+    text: str | None = None,
+) -> int | None:
     """The `after` cursor of the page of `limit` messages that ends just before `seq`.
 
-    None when nothing precedes `seq`; 0 when the previous page is the first one.
+    None when nothing precedes `seq`; 0 when the previous page is the first one. The filters
+    are `timeline_messages`'s: a filtered timeline pages through its matches only.
     """
-    seqs = Message.objects.filter(session=session, seq__lt=seq).order_by("-seq").values_list("seq", flat=True)
+    matching = timeline_messages(session=session, role=role, tool=tool, text=text)
+    seqs = matching.filter(seq__lt=seq).order_by("-seq").values_list("seq", flat=True)
     earlier = list(seqs[: limit + 1])
     if not earlier:
         return None

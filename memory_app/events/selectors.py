@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.db.models import QuerySet
+
 from memory_app.conversations.models import Session
 from memory_app.events.models import MemoryEvent
 from memory_app.tenancy.models import Team
@@ -15,3 +17,13 @@ def event_page(*, team: Team, session: Session | None, after: int | None, limit:
     if after is not None:
         events = events.filter(pk__gt=after)
     return list(events.order_by("pk")[:limit])
+
+
+def event_feed(*, team: Team, session: Session | None = None, kind: str | None = None) -> QuerySet[MemoryEvent]:
+    """The team's events newest first, for reading page by page (the dashboard's feed)."""
+    events = MemoryEvent.objects.filter(team=team).select_related("session")
+    if session is not None:
+        events = events.filter(session=session)
+    if kind:
+        events = events.filter(kind=kind)
+    return events.order_by("-pk")

@@ -414,7 +414,12 @@ def _refuse(run: FactExtractionRun, action: str) -> Conflict:
 def fact_extraction_retry(*, run: FactExtractionRun) -> FactExtractionRun:
     """Run a quarantined or failed extraction again, over the same input."""
     if not Run.objects.filter(pk=run.pk, status__in=CURABLE).update(
-        status=Status.PENDING, attempts=0, queued_at=timezone.now(), finished_at=None, duration_ms=None
+        status=Status.PENDING,
+        attempts=0,
+        queued_at=timezone.now(),
+        pending_since=timezone.now(),
+        finished_at=None,
+        duration_ms=None,
     ):
         raise _refuse(Run.objects.get(pk=run.pk), "retried")
     return _queue(Run.objects.get(pk=run.pk))

@@ -9,10 +9,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memory_app.conversations.models import Message, Session
+from memory_app.jobs.models import JobRecord
 from memory_app.tenancy.models import Team
 
 
-class FactExtractionRun(models.Model):
+class FactExtractionRun(JobRecord):
     """A durable fact-extraction job. Its input (a message range or a text) and the LLM's
     raw answer are kept, so an unusable answer is quarantined for staff, never lost."""
 

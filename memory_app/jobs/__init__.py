@@ -1,4 +1,5 @@
-"""Durable jobs (compaction runs, fact extractions, webhook deliveries): one lifecycle, in `lifecycle`."""
+"""Durable jobs (compaction runs, fact extractions, search index runs, webhook deliveries): one
+lifecycle, in `lifecycle`."""
 
 from memory_app.jobs.lifecycle import (
     ALREADY_CLAIMED,
@@ -9,13 +10,16 @@ from memory_app.jobs.lifecycle import (
     complete,
     dispatch,
     fail,
+    forget_claim,
     may_queue_after,
     owned,
+    record_crash,
     retry_delay,
     retry_or_fail,
     schedule_retry,
     send,
     sweep,
+    worker_name,
 )
 
 __all__ = [
@@ -27,11 +31,14 @@ __all__ = [
     "complete",
     "dispatch",
     "fail",
+    "forget_claim",
     "may_queue_after",
     "owned",
+    "record_crash",
     "retry_delay",
     "retry_or_fail",
     "schedule_retry",
     "send",
     "sweep",
+    "worker_name",
 ]

@@ -12,13 +12,21 @@ how a Retry-After combines with the backoff. What a job does and the events it r
 in its own module, handed in here as callbacks where they must share a transaction. A task
 leaves the process through the dispatcher `settings.JOB_DISPATCHER` names (`dispatchers`):
 Celery in production, a recording one in tests.
+
+Every job model also has the columns of `memory_app.jobs.models.JobRecord`, written here: the worker
+that claimed it, when it last became pending, and the traceback of an attempt that raised.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
+import sys
 import time
+import traceback
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
@@ -33,6 +41,7 @@ log = logging.getLogger(__name__)
 
 ALREADY_CLAIMED = "already-claimed"
 SWEEP_BATCH = 500  # rows one sweep handles per step; the next sweep takes the rest
+TRACEBACK_LIMIT = 20_000  # characters of a traceback kept (its end: the frame that raised)
 
 OnFailed = Callable[[Any, str, str], None]  # (job, status, reason): its event, written with the failure
 
@@ -123,6 +132,21 @@ def _stamped(kind: JobKind, changes: dict[str, Any], now: datetime) -> dict[str,
     return {**changes, kind.touched_field: now} if kind.touched_field else changes
 
 
+# The job this execution claimed last (kind, id, claim time), so an exception the task body did
+# not handle can be written to the row it still holds (`record_crash`). Celery runs one task at a
+# time per thread; memsite.celery clears it before each task.
+_CLAIMED: ContextVar[tuple[JobKind, Any, datetime] | None] = ContextVar("memsite_claimed_job", default=None)
+
+
+def worker_name() -> str:
+    """The Celery worker running the current task ("celery@host"), else this process ("pid@host"):
+    a service called outside a worker (tests, an eager task, a shell) is named by its process."""
+    from celery import current_task  # a proxy: None outside a task
+
+    hostname = getattr(getattr(current_task, "request", None), "hostname", None)
+    return str(hostname) if hostname else f"{os.getpid()}@{socket.gethostname()}"
+
+
 def claim(kind: JobKind, job_id: Any) -> bool:
     """Take a pending job for this execution: only one of any number of copies of its task gets it."""
     now = timezone.now()
@@ -130,8 +154,48 @@ def claim(kind: JobKind, job_id: Any) -> bool:
     if kind.claim_when_due:
         due = Q(**{f"{kind.queued_field}__isnull": True}) | Q(**{f"{kind.queued_field}__lte": now})
         pending = pending.filter(due)
-    changes = {"status": kind.active, "attempts": F("attempts") + 1, kind.claimed_field: now}
-    return pending.update(**_stamped(kind, changes, now)) == 1
+    changes = {"status": kind.active, "attempts": F("attempts") + 1, kind.claimed_field: now, "worker": worker_name()}
+    won = pending.update(**_stamped(kind, changes, now)) == 1
+    _CLAIMED.set((kind, job_id, now) if won else None)
+    return won
+
+
+def forget_claim() -> None:
+    """Start a task with no claimed job (memsite.celery calls it before each one)."""
+    _CLAIMED.set(None)
+
+
+def _with_traceback(changes: dict[str, Any]) -> dict[str, Any]:
+    """`changes` plus the traceback of the exception being handled, when the caller is in an
+    `except` block (an LLM or HTTP error that ends or retries the attempt); otherwise the row
+    keeps the traceback of the latest attempt that raised."""
+    if sys.exc_info()[1] is None:
+        return changes
+    return {**changes, "traceback": traceback.format_exc()[-TRACEBACK_LIMIT:]}
+
+
+def record_crash(error: BaseException) -> bool:
+    """Write an exception the task body did not handle to the job this execution claimed, if it
+    still holds it: its traceback and, as the error, the exception in one line.
+
+    The job stays active: the sweeper re-queues it (or, on its last attempt, fails it with its
+    kind's event) after the deadline, as it does for a worker that died. Called from Celery's
+    task_failure signal (memsite.celery), so every job task records its crash in one place.
+    """
+    claimed = _CLAIMED.get()
+    _CLAIMED.set(None)
+    if claimed is None:
+        return False
+    kind, job_id, claimed_at = claimed
+    text = "".join(traceback.format_exception(error))[-TRACEBACK_LIMIT:]
+    held = kind.model._default_manager.filter(pk=job_id, status=kind.active, **{kind.claimed_field: claimed_at})
+    now = timezone.now()
+    changes = {"traceback": text, "error": _clipped(kind, f"{type(error).__name__}: {error}")}
+    try:
+        return held.update(**_stamped(kind, changes, now)) == 1
+    except Exception:  # the database itself may be what failed: the sweeper still ends the job
+        log.warning("could not record the crash of %s %s", kind.task, job_id, exc_info=True)
+        return False
 
 
 def owned(kind: JobKind, job: Any) -> models.QuerySet:
@@ -185,7 +249,7 @@ def _end(
     """Write the end of a job this execution still holds. `on_failed` records its event in the
     same transaction, and only when this write won, so a job never has two failure events."""
     now = timezone.now()
-    changes = {**(fields or {}), "status": status, "error": _clipped(kind, reason)}
+    changes = _with_traceback({**(fields or {}), "status": status, "error": _clipped(kind, reason)})
     if kind.finished_field:
         changes[kind.finished_field] = now
     if kind.duration_field and started is not None:
@@ -220,12 +284,15 @@ def schedule_retry(
     """
     delay = retry_delay(kind, job.attempts, retry_after)
     now = timezone.now()
-    changes = {
-        **(fields or {}),
-        "status": kind.pending,
-        "error": _clipped(kind, error),
-        kind.queued_field: now + timedelta(seconds=delay),
-    }
+    changes = _with_traceback(
+        {
+            **(fields or {}),
+            "status": kind.pending,
+            "error": _clipped(kind, error),
+            kind.queued_field: now + timedelta(seconds=delay),
+            "pending_since": now,
+        }
+    )
     if owned(kind, job).update(**_stamped(kind, changes, now)):
         send(kind, job.pk, countdown=delay)
     return kind.retry_label.format(delay=delay)
@@ -312,7 +379,7 @@ def _requeue_stuck(kind: JobKind, now: datetime) -> int:
     requeued = list(
         _stuck(kind, now).filter(attempts__lt=kind.max_attempts).values_list("pk", "attempts")[:SWEEP_BATCH]
     )
-    changes: dict[str, Any] = {"status": kind.pending, kind.queued_field: now}
+    changes: dict[str, Any] = {"status": kind.pending, kind.queued_field: now, "pending_since": now}
     if kind.requeue_reason is not None:
         changes["error"] = kind.requeue_reason
     for job_id, attempts in requeued:

@@ -1,8 +1,10 @@
-"""The ops page: the job queues of the teams the user administers, failures with retry, the search
-index's backlog with its Reindex action, and the workers."""
+"""The ops pages, for the teams the user administers: the queues (with the workers consuming each,
+throughput and latency, failures with retry and the search index's backlog), the history of every
+job, and one job's detail (arguments, attempts, timings, error and traceback, worker)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,19 +14,23 @@ from typing import Any
 
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from memory_app import jobs
 from memory_app.compaction import services as compaction
-from memory_app.dashboard.decorators import get_or_404, non_negative_int
+from memory_app.dashboard.decorators import get_or_404, non_negative_int, redirect_back
 from memory_app.facts import extraction as fact_extraction
 from memory_app.ops import selectors as ops_selectors
+from memory_app.ops.charts import WINDOWS, Chart, Window, throughput_chart
 from memory_app.search import services as search
 from memory_app.tenancy import selectors as tenancy_selectors
 from memory_app.tenancy.models import Team
+from memory_app.webhooks import services as webhooks
 from memsite.errors import Conflict
 
 OPS_FAILURES_SHOWN = 20
@@ -57,7 +63,21 @@ RETRY_SERVICES: dict[str, Callable[[Any], tuple[Any, bool]]] = {
     # Re-queues the quarantined or failed run itself, over the same input.
     "facts": lambda job: (fact_extraction.fact_extraction_retry(run=job), True),
     "search": lambda job: search.index_retry(run=job),
+    # A new delivery of the same payload, pointing back at the failed one.
+    "webhooks": lambda job: (webhooks.webhook_redeliver(delivery=job), True),
 }
+
+
+# The lifecycle's description of each kind (its attempts limit), by JobSource.kind.
+JOB_KINDS: dict[str, jobs.JobKind] = {
+    "compaction": compaction.JOB,
+    "facts": fact_extraction.JOB,
+    "search": search.JOB,
+    "webhooks": webhooks.JOB,
+}
+
+
+OPS_JOBS_PER_PAGE = 25
 
 
 def ops_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -93,6 +113,17 @@ def short_duration(age: timedelta) -> str:
     return " ".join(parts)
 
 
+def milliseconds(ms: int | None) -> str:
+    """A duration in milliseconds as people read it: "850 ms", "4.2 s", "3 min 5 s"."""
+    if ms is None:
+        return ""
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    return short_duration(timedelta(milliseconds=ms))
+
+
 @dataclass(frozen=True)
 class QueueView:
     source: ops_selectors.JobSource
@@ -100,17 +131,43 @@ class QueueView:
     failures: list[Any]
     oldest_pending_age: timedelta | None
     retryable: bool  # a retry service exists for this kind
+    consumers: list[str]  # workers that said they consume its queue
+    throughput: ops_selectors.Throughput
+    chart: Chart
 
     @property
     def oldest_pending_label(self) -> str:
         return short_duration(self.oldest_pending_age) if self.oldest_pending_age is not None else ""
 
+    @property
+    def unserved(self) -> bool:
+        """Jobs wait and no worker that answered consumes the queue: they will wait forever."""
+        return self.stats.pending > 0 and not self.consumers
 
-def _ops_status(team_ids: list[int] | None) -> dict[str, Any]:
+    @property
+    def p50_label(self) -> str:
+        return milliseconds(self.throughput.p50_ms)
+
+    @property
+    def p95_label(self) -> str:
+        return milliseconds(self.throughput.p95_ms)
+
+
+def _window(request: HttpRequest) -> Window:
+    return WINDOWS.get(request.GET.get("window", ""), WINDOWS["hour"])
+
+
+def _ops_status(team_ids: list[int] | None, window: Window) -> dict[str, Any]:
     now = timezone.now()
+    workers = ops_selectors.workers_seen(
+        timeout=OPS_PING_TIMEOUT, deadline=OPS_PING_DEADLINE, remember=OPS_WORKER_MEMORY
+    )
     queues = []
     for source in ops_selectors.job_sources():
         stats = ops_selectors.job_queue_stats(source=source, since=now - OPS_RECENT_WINDOW, team_ids=team_ids)
+        throughput = ops_selectors.job_throughput(
+            source=source, team_ids=team_ids, now=now, bucket=window.bucket, buckets=window.buckets
+        )
         queues.append(
             QueueView(
                 source=source,
@@ -120,31 +177,110 @@ def _ops_status(team_ids: list[int] | None) -> dict[str, Any]:
                 if stats.oldest_pending_at
                 else None,
                 retryable=source.kind in RETRY_SERVICES,
+                consumers=workers.consumers_of(source.queue),
+                throughput=throughput,
+                chart=throughput_chart(throughput, window),
             )
         )
     return {
         "queues": queues,
+        "unserved": [q for q in queues if q.unserved],
         "index_backlog": ops_selectors.search_index_backlog(team_ids=team_ids),
         "index_failures": ops_selectors.search_index_failures(team_ids=team_ids, limit=OPS_INDEX_FAILURES_SHOWN),
-        "workers": ops_selectors.workers_seen(
-            timeout=OPS_PING_TIMEOUT, deadline=OPS_PING_DEADLINE, remember=OPS_WORKER_MEMORY
-        ),
+        "workers": workers,
         "worker_memory": OPS_WORKER_MEMORY,
         "checked_at": now,
         "refresh_seconds": OPS_REFRESH_SECONDS,
         "all_teams": team_ids is None,
+        "window": window,
+        "windows": WINDOWS.values(),
     }
 
 
 @ops_page
 def ops(request: HttpRequest, *, team_ids: list[int] | None) -> HttpResponse:
-    return render(request, "memory_app/ops.html", _ops_status(team_ids))
+    return render(request, "memory_app/ops.html", _ops_status(team_ids, _window(request)))
 
 
 @ops_page
 def ops_status(request: HttpRequest, *, team_ids: list[int] | None) -> HttpResponse:
     """The live part of the ops page, re-fetched by static/js/dashboard.js every few seconds."""
-    return render(request, "snippets/ops_status.html", _ops_status(team_ids))
+    return render(request, "snippets/ops_status.html", _ops_status(team_ids, _window(request)))
+
+
+# --- the history of every job, and one job -----------------------------------------------------------
+
+
+def _history_row(row: dict[str, Any], kinds: dict[str, str]) -> dict[str, Any]:
+    """A history row with its kind's label and its duration (claim to end when the kind keeps none) in words."""
+    took = row["took_ms"]
+    if took is None and row["started"] and row["finished"]:
+        took = max(int((row["finished"] - row["started"]).total_seconds() * 1000), 0)
+    return {**row, "kind_label": kinds[row["job_kind"]], "took_ms": took, "took_label": milliseconds(took)}
+
+
+@ops_page
+def ops_jobs(request: HttpRequest, *, team_ids: list[int] | None) -> HttpResponse:
+    """Every job of every kind, from the database: filtered by kind and state, sorted, paginated."""
+    sources = ops_selectors.job_sources()
+    kinds = {source.kind: source.label for source in sources}
+    kind = request.GET.get("kind", "")
+    kind = kind if kind in kinds else ""
+    state = request.GET.get("state", "")
+    state = state if state in ops_selectors.HISTORY_STATES else ""
+    sort = request.GET.get("sort", "")
+    sort = sort if sort in ops_selectors.HISTORY_SORTS else "-queued"
+    rows = ops_selectors.job_history(team_ids=team_ids, kind=kind or None, state=state or None, sort=sort)
+    page = Paginator(rows, OPS_JOBS_PER_PAGE).get_page(request.GET.get("page"))
+    context = {
+        "page": page,
+        "rows": [_history_row(row, kinds) for row in page.object_list],
+        "kinds": kinds,
+        "kind": kind,
+        "states": [(key, key.replace("_", " ")) for key in ops_selectors.HISTORY_STATES],
+        "state": state,
+        "sorts": {key: label for key, (label, _) in ops_selectors.HISTORY_SORTS.items()},
+        "sort": sort,
+        "sort_label": ops_selectors.HISTORY_SORTS[sort][0],
+        "all_teams": team_ids is None,
+    }
+    return render(request, "memory_app/ops/jobs.html", context)
+
+
+def _argument(job: Any, name: str) -> tuple[str, Any, bool]:
+    """(label, value, whether the value is JSON text to show as code)."""
+    label = str(job._meta.get_field(name).verbose_name)
+    value = getattr(job, name)
+    if isinstance(value, dict | list):
+        return label, json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True), True
+    return label, value, False
+
+
+@ops_page
+def ops_job(request: HttpRequest, kind: str, job_id: uuid.UUID, *, team_ids: list[int] | None) -> HttpResponse:
+    """One job: what it was asked to do, its attempts and timings, its error and traceback, the
+    worker that ran its latest attempt, and a retry button where its kind has one."""
+    source = get_or_404(ops_selectors.job_source_get, kind=kind)
+    job = get_or_404(ops_selectors.job_get, source=source, job_id=job_id, team_ids=team_ids)
+    started = getattr(job, source.started_field)
+    duration = getattr(job, source.duration_field) if source.duration_field else None
+    if duration is None and started and job.ended:
+        duration = max(int((job.ended - started).total_seconds() * 1000), 0)
+    kind_spec = JOB_KINDS.get(source.kind)
+    context = {
+        "source": source,
+        "job": job,
+        "task_call": f'{source.task}("{job.pk}")',
+        "arguments": [_argument(job, name) for name in source.argument_fields],
+        "max_attempts": kind_spec.max_attempts if kind_spec else None,
+        "started": started,
+        "waited": short_duration(started - job.pending_since) if started and started >= job.pending_since else "",
+        "duration_label": milliseconds(duration),
+        "state": "running" if job.status == source.active else ("done" if job.status == source.done else job.status),
+        "retryable": source.kind in RETRY_SERVICES and job.status in ("failed", "quarantined"),
+        "all_teams": team_ids is None,
+    }
+    return render(request, "memory_app/ops/job.html", context)
 
 
 @ops_page
@@ -170,7 +306,7 @@ def ops_job_retry(request: HttpRequest, kind: str, job_id: uuid.UUID, *, team_id
             flash.success(request, f"{source.label}: queued a new job for {owner} ({new_job.pk}).")
         else:
             flash.info(request, f"{source.label}: {owner} already has a {new_job.status} job.")
-    return redirect("dashboard:ops")
+    return redirect_back(request, reverse("dashboard:ops"))
 
 
 def _counted(n: int, noun: str) -> str:

@@ -1,39 +1,72 @@
-"""What the ops page reads: the durable job queues per kind and team, and the workers that answer a ping."""
+"""What the ops pages read: the durable job queues per kind and team, each job's history, detail
+and throughput, and the workers that answer a broadcast (with the queues each consumes)."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import BooleanField, Count, Exists, F, Min, OuterRef, Q, QuerySet, Value
+from django.db.models import (
+    BooleanField,
+    Case,
+    CharField,
+    Count,
+    DateTimeField,
+    Exists,
+    F,
+    IntegerField,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+    UUIDField,
+    Value,
+    When,
+)
+from django.db.models.functions import Substr
 
 from memory_app.compaction.models import CompactionRun
 from memory_app.facts.models import FactExtractionRun
 from memory_app.search.models import IndexRun, SearchItem
 from memory_app.tenancy.models import Team
+from memory_app.webhooks.models import WebhookDelivery
 from memsite.errors import NotFound
 
-JobModel = type[CompactionRun] | type[FactExtractionRun] | type[IndexRun]
+JobModel = type[CompactionRun] | type[FactExtractionRun] | type[IndexRun] | type[WebhookDelivery]
 
 
 @dataclass(frozen=True)
 class JobSource:
-    """A kind of durable background job the ops page watches.
+    """A kind of durable background job the ops pages watch.
 
-    Its model has a team and (unless `per_session` is False) a nullable session foreign key,
-    `status` with the values pending, running, done and failed, `error`, `attempts`, `trigger`,
-    `created_at` and `finished_at` (CompactionRun's shape, which FactExtractionRun shares).
+    Its model has a team, `status`, `error`, `attempts`, `created_at` and the lifecycle's columns
+    (memory_app.jobs.models.JobRecord: `worker`, `pending_since`, `traceback`). What differs is
+    named here: the statuses of a claimed and of a finished job, and the fields holding when an
+    attempt started, when the job ended and how long its last attempt took.
     """
 
     kind: str  # url-safe key
     label: str
     queue: str  # the Celery queue its tasks are sent to
     model: JobModel
+    task: str  # the Celery task, which takes the job's id as its one argument
+    active: str = "running"  # the status of a claimed job
+    done: str = "done"
+    started_field: str = "started_at"
+    finished_field: str | None = "finished_at"
+    # Without a finished field: the fields stamped when it was delivered, and on its last write.
+    done_at_field: str = ""
+    failed_at_field: str = ""
+    duration_field: str | None = "duration_ms"
+    # What the job was asked to do, shown on its detail page (besides its id).
+    argument_fields: tuple[str, ...] = ()
+    subject_field: str = "trigger"  # what started it, a short word for lists
     # Jobs whose output was unusable and wait for staff (fact extraction's "quarantined").
     quarantines: bool = False
     # Its retry service re-queues the failed job itself rather than queueing a new one,
@@ -41,22 +74,80 @@ class JobSource:
     retries_in_place: bool = False
     # A job of a whole team (the search index's) has no session: a later job of the team retried it.
     per_session: bool = True
+    # A retry is a new row pointing back at the failed one (`redelivery_of`).
+    redelivered: bool = False
+
+    def finished(self) -> Any:
+        """When a job ended, as an expression (NULL while it has not)."""
+        if self.finished_field:
+            return F(self.finished_field)
+        return Case(
+            When(status=self.done, then=F(self.done_at_field)),
+            When(status="failed", then=F(self.failed_at_field)),
+            default=None,
+            output_field=DateTimeField(),
+        )
+
+    def state(self) -> Any:
+        """The status in the words every kind shares (running, done), other statuses as they are."""
+        return Case(
+            When(status=self.active, then=Value("running")),
+            When(status=self.done, then=Value("done")),
+            default=F("status"),
+            output_field=CharField(),
+        )
+
+    def status_for(self, state: str) -> str:
+        return {"running": self.active, "done": self.done}.get(state, state)
 
 
 def job_sources() -> list[JobSource]:
-    """Every job kind, in the order the ops page shows them. A new kind adds one entry."""
+    """Every job kind, in the order the ops pages show them. A new kind adds one entry."""
     return [
-        JobSource(kind="compaction", label="Context compaction", queue=settings.COMPACTION_QUEUE, model=CompactionRun),
+        JobSource(
+            kind="compaction",
+            label="Context compaction",
+            queue=settings.COMPACTION_QUEUE,
+            model=CompactionRun,
+            task="memory_app.tasks.compact_session",
+            argument_fields=("session", "trigger", "covered_from_seq", "covered_to_seq", "config_digest"),
+        ),
         JobSource(
             kind="facts",
             label="Fact extraction",
             queue=settings.FACTS_QUEUE,
             model=FactExtractionRun,
+            task="memory_app.tasks.extract_facts",
+            argument_fields=("session", "trigger", "from_seq", "to_seq", "input_role", "input_text"),
             quarantines=True,
             retries_in_place=True,
         ),
         JobSource(
-            kind="search", label="Search indexing", queue=settings.SEARCH_QUEUE, model=IndexRun, per_session=False
+            kind="search",
+            label="Search indexing",
+            queue=settings.SEARCH_QUEUE,
+            model=IndexRun,
+            task="memory_app.tasks.index_search",
+            argument_fields=("trigger", "embedding_model"),
+            per_session=False,
+        ),
+        JobSource(
+            kind="webhooks",
+            label="Webhook deliveries",
+            queue=settings.CELERY_TASK_DEFAULT_QUEUE,
+            model=WebhookDelivery,
+            task="memory_app.tasks.deliver_webhook",
+            active="sending",
+            done="delivered",
+            started_field="claimed_at",
+            finished_field=None,
+            done_at_field="delivered_at",
+            failed_at_field="updated_at",
+            duration_field=None,
+            argument_fields=("webhook", "kind", "redelivery_of", "payload"),
+            subject_field="kind",
+            per_session=False,
+            redelivered=True,
         ),
     ]
 
@@ -84,12 +175,9 @@ class QueueStats:
     running: int
     failed: int
     failed_recently: int  # failed since the `since` given
-    oldest_pending_at: datetime | None
+    oldest_pending_at: datetime | None  # when the longest-waiting pending job last became pending
     by_team: list[TeamJobCounts]  # teams with any pending, running, failed (or quarantined) job, busiest first
     quarantined: int = 0
-
-
-_WATCHED_STATUSES = ("pending", "running", "failed")
 
 
 def _jobs_of(source: JobSource, team_ids: list[int] | None) -> QuerySet[Any]:
@@ -100,28 +188,31 @@ def _jobs_of(source: JobSource, team_ids: list[int] | None) -> QuerySet[Any]:
 def job_queue_stats(*, source: JobSource, since: datetime, team_ids: list[int] | None) -> QueueStats:
     """Counts per status (and per team) in one grouped query on the status index.
 
-    The age of the oldest pending job runs from its creation: the sweeper moves
-    `queued_at` forward each time it re-sends a job, which would hide a stuck queue.
+    A pending job's wait runs from `pending_since`, when it last became pending (queued, or put
+    back by a retry), which the sweeper's re-sends do not move: so a stuck queue keeps ageing, and
+    a job retried a moment ago is not counted from its creation.
     """
-    watched = (*_WATCHED_STATUSES, "quarantined") if source.quarantines else _WATCHED_STATUSES
+    watched = ["pending", source.active, "failed", *(["quarantined"] if source.quarantines else [])]
     rows = (
         _jobs_of(source, team_ids)
         .filter(status__in=watched)
+        .alias(ended=source.finished())
         .order_by()
         .values("team_id", "team__name", "status")
-        .annotate(n=Count("pk"), oldest=Min("created_at"), recent=Count("pk", filter=Q(finished_at__gte=since)))
+        .annotate(n=Count("pk"), oldest=Min("pending_since"), recent=Count("pk", filter=Q(ended__gte=since)))
     )
-    totals = dict.fromkeys(watched, 0)
+    totals = dict.fromkeys(("pending", "running", "failed", "quarantined"), 0)
     teams: dict[int, dict[str, Any]] = {}
     oldest: datetime | None = None
     recent = 0
     for row in rows:
-        totals[row["status"]] += row["n"]
+        state = "running" if row["status"] == source.active else row["status"]
+        totals[state] += row["n"]
         team = teams.setdefault(row["team_id"], {"team_id": row["team_id"], "team_name": row["team__name"]})
-        team[row["status"]] = row["n"]
-        if row["status"] == "pending" and (oldest is None or row["oldest"] < oldest):
+        team[state] = row["n"]
+        if state == "pending" and (oldest is None or row["oldest"] < oldest):
             oldest = row["oldest"]
-        if row["status"] == "failed":
+        if state == "failed":
             recent += row["recent"]
     by_team = sorted(
         (TeamJobCounts(**team) for team in teams.values()),
@@ -134,26 +225,34 @@ def job_queue_stats(*, source: JobSource, since: datetime, team_ids: list[int] |
         failed_recently=recent,
         oldest_pending_at=oldest,
         by_team=by_team,
-        quarantined=totals.get("quarantined", 0),
+        quarantined=totals["quarantined"],
     )
+
+
+def _related(source: JobSource) -> tuple[str, ...]:
+    return ("team", *(("session",) if source.per_session else ()), *(("webhook",) if source.redelivered else ()))
 
 
 def job_failures(*, source: JobSource, limit: int, team_ids: list[int] | None) -> list[Any]:
     """The latest failed jobs with their team and session; `retried` marks those whose
     session (or team, for a job of a whole team) has had a job queued since (a retry, or a
-    later automatic run). A job retried in place is pending again, so it is simply no longer listed."""
+    later automatic run), or that were delivered again. A job retried in place is pending
+    again, so it is simply no longer listed."""
     model: Any = source.model
     owner = "session_id" if source.per_session else "team_id"
+    retried: Any
     if source.retries_in_place:
-        retried: Any = Value(False, output_field=BooleanField())
+        retried = Value(False, output_field=BooleanField())
+    elif source.redelivered:
+        retried = Exists(model.objects.filter(redelivery_of=OuterRef("pk")))
     else:
         retried = Exists(model.objects.filter(**{owner: OuterRef(owner)}, created_at__gt=OuterRef("created_at")))
     return list(
         _jobs_of(source, team_ids)
         .filter(status="failed")
-        .select_related(*(("team", "session") if source.per_session else ("team",)))
-        .annotate(retried=retried)
-        .order_by(F("finished_at").desc(nulls_last=True), "-created_at")[:limit]
+        .select_related(*_related(source))
+        .annotate(retried=retried, ended=source.finished())
+        .order_by(F("ended").desc(nulls_last=True), "-created_at")[:limit]
     )
 
 
@@ -162,11 +261,146 @@ def job_get(*, source: JobSource, job_id: uuid.UUID | str, team_ids: list[int] |
     try:
         return (
             _jobs_of(source, team_ids)
-            .select_related("team", *(("session",) if source.per_session else ()))
+            .select_related(*_related(source))
+            .annotate(ended=source.finished())
             .get(pk=job_id)
         )
     except (source.model.DoesNotExist, ValueError, TypeError) as exc:
         raise NotFound("Job not found.") from exc
+
+
+# --- history: every kind's jobs in one list ---------------------------------------------------------
+
+# The orders the history offers, by query value: (label, terms over the union's column names).
+HISTORY_SORTS: dict[str, tuple[str, tuple[Any, ...]]] = {
+    "-queued": ("newest first", (F("created_at").desc(), F("id").desc())),
+    "queued": ("oldest first", (F("created_at").asc(), F("id").asc())),
+    "-finished": ("latest finished", (F("finished").desc(nulls_last=True), F("id").desc())),
+    "-duration": ("slowest first", (F("took_ms").desc(nulls_last=True), F("id").desc())),
+    "-attempts": ("most attempts", (F("attempts").desc(), F("created_at").desc())),
+}
+HISTORY_STATES = ("pending", "running", "done", "failed", "skipped", "budget_exceeded", "quarantined", "reverted")
+ERROR_PREVIEW = 300  # characters of an error a history row carries
+
+
+def _history_rows(source: JobSource, team_ids: list[int] | None, state: str | None) -> QuerySet[Any]:
+    jobs = _jobs_of(source, team_ids)
+    if state:
+        jobs = jobs.filter(status=source.status_for(state))
+    none_text = Value(None, output_field=CharField())
+    session = (
+        {"session_ref": F("session_id"), "session_name": F("session__external_id")}
+        if source.per_session
+        else {"session_ref": Value(None, output_field=UUIDField()), "session_name": none_text}
+    )
+    duration = F(source.duration_field) if source.duration_field else Value(None, output_field=IntegerField())
+    return (
+        jobs.order_by()
+        .annotate(
+            job_kind=Value(source.kind, output_field=CharField()),
+            state=source.state(),
+            team_name=F("team__name"),
+            subject=F(source.subject_field),
+            started=F(source.started_field),
+            finished=source.finished(),
+            took_ms=duration,
+            error_preview=Substr("error", 1, ERROR_PREVIEW),
+            **session,
+        )
+        .values(
+            "id",
+            "job_kind",
+            "status",
+            "state",
+            "team_name",
+            "session_ref",
+            "session_name",
+            "subject",
+            "attempts",
+            "created_at",
+            "pending_since",
+            "started",
+            "finished",
+            "took_ms",
+            "worker",
+            "error_preview",
+        )
+    )
+
+
+def job_history(*, team_ids: list[int] | None, kind: str | None, state: str | None, sort: str) -> QuerySet[Any]:
+    """Jobs of every kind (or of `kind`), in `state` (or any), in the order `sort` names
+    (HISTORY_SORTS): one UNION query the database sorts and a Paginator slices. Rows are dicts."""
+    sources = [job_source_get(kind=kind)] if kind else job_sources()
+    parts = [_history_rows(source, team_ids, state) for source in sources]
+    rows = parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
+    _, order = HISTORY_SORTS.get(sort, HISTORY_SORTS["-queued"])
+    return rows.order_by(*order)
+
+
+# --- throughput and latency ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bucket:
+    start: datetime
+    done: int = 0
+    failed: int = 0  # ended in any other way (failed, skipped, quarantined...)
+
+    @property
+    def total(self) -> int:
+        return self.done + self.failed
+
+
+@dataclass(frozen=True)
+class Throughput:
+    source: JobSource
+    buckets: list[Bucket]
+    finished: int  # jobs that ended in the window, in any status
+    p50_ms: int | None  # of the last attempt's duration of those jobs
+    p95_ms: int | None
+    timed: int  # how many of them have a duration
+
+
+def percentile(sorted_values: list[int], fraction: float) -> int | None:
+    """The nearest-rank percentile: the smallest value at least `fraction` of them do not exceed."""
+    if not sorted_values:
+        return None
+    return sorted_values[max(math.ceil(fraction * len(sorted_values)) - 1, 0)]
+
+
+def job_throughput(
+    *, source: JobSource, team_ids: list[int] | None, now: datetime, bucket: timedelta, buckets: int
+) -> Throughput:
+    """Jobs of `source` that ended in the last `buckets` x `bucket`, counted per bucket (done or
+    not), with the p50 and p95 of their durations: one query over the ended ones' timestamps."""
+    since = now - bucket * buckets
+    duration = F(source.duration_field) if source.duration_field else Value(None, output_field=IntegerField())
+    rows = (
+        _jobs_of(source, team_ids)
+        .alias(ended=source.finished())
+        .filter(ended__gt=since, ended__lte=now)
+        .annotate(ended_at=F("ended"), took=duration, began=F(source.started_field))
+        .values_list("ended_at", "status", "took", "began")
+    )
+    counts = [[0, 0] for _ in range(buckets)]
+    durations: list[int] = []
+    for ended, status, took, began in rows:
+        index = min(int((ended - since) / bucket), buckets - 1)
+        counts[index][0 if status == source.done else 1] += 1
+        if took is None and began is not None:  # a kind that keeps no duration: claim to end
+            took = int((ended - began).total_seconds() * 1000)
+        if took is not None:
+            durations.append(max(int(took), 0))
+    durations.sort()
+    return Throughput(
+        source=source,
+        buckets=[Bucket(start=since + bucket * i, done=d, failed=f) for i, (d, f) in enumerate(counts)],
+        finished=sum(d + f for d, f in counts),
+        p50_ms=percentile(durations, 0.5),
+        p95_ms=percentile(durations, 0.95),
+        timed=len(durations),
+    )
 
 
 # --- the search index's backlog ---------------------------------------------------------------------
@@ -237,57 +471,91 @@ def search_index_failures(*, team_ids: list[int] | None, limit: int) -> list[Sea
 @dataclass(frozen=True)
 class WorkerSeen:
     name: str
-    seconds_ago: int  # since its latest answer; 0 = it answered the ping just made
+    seconds_ago: int  # since its latest answer; 0 = it answered the broadcast just made
+    queues: tuple[str, ...] = ()  # the queues it said it consumes
 
 
 @dataclass(frozen=True)
 class WorkersSeen:
+    """Who answered lately: the one account of worker liveness the ops page shows."""
+
     known: bool  # False: no answer lately, so nothing can be said (not even "none")
     workers: list[WorkerSeen]
-    detail: str = ""  # why the ping just made got no answer, if it got none
+    detail: str = ""  # why the latest broadcast got no answer, if it got none
+    memory: float = 30.0  # seconds an answer counts
 
     @property
     def names(self) -> list[str]:
         return [worker.name for worker in self.workers]
 
+    @property
+    def latest_seconds_ago(self) -> int | None:
+        return min((worker.seconds_ago for worker in self.workers), default=None)
 
-# One ping at a time per process: a ping stuck on an unreachable broker must not pile up
+    def consumers_of(self, queue: str) -> list[str]:
+        return [worker.name for worker in self.workers if queue in worker.queues]
+
+    @property
+    def summary(self) -> str:
+        """One sentence, from the remembered answers alone: a broadcast that just missed an answer
+        does not contradict a worker that answered the one before."""
+        if not self.known:
+            return f"No worker answered in the last {self.memory:g} s ({self.detail or 'no answer'})."
+        n = len(self.workers)
+        latest = self.latest_seconds_ago
+        when = "just now" if not latest else f"{latest} s ago"
+        return f"{n} worker{'' if n == 1 else 's'} answered, the latest {when}."
+
+
+# One broadcast at a time per process: one stuck on an unreachable broker must not pile up
 # threads while the ops page keeps polling.
 _PING_IN_FLIGHT = threading.Lock()
 
 
-# Worker name -> time.monotonic() of its latest answer, in this process. A broadcast reply
-# can miss a short window (the filesystem broker polls once a second), so a worker counts
-# as alive for a while after its last answer instead of flickering to "unknown".
-_WORKERS_LAST_ANSWER: dict[str, float] = {}
+# Worker name -> (time.monotonic() of its latest answer, the queues it consumes), in this
+# process. A broadcast reply can miss a short window (the filesystem broker polls once a
+# second), so a worker counts as alive for a while after its last answer instead of flickering.
+_WORKERS_LAST_ANSWER: dict[str, tuple[float, tuple[str, ...]]] = {}
+# (time.monotonic(), outcome) of the latest broadcast: pages polled within PING_CACHE seconds
+# reuse it rather than broadcasting again (every open ops tab polls every few seconds).
+_LAST_PING: list[tuple[float, str]] = []
+PING_CACHE = 3.0
 
 
 def forget_workers() -> None:
     """Drop every remembered answer, so the next `workers_seen` knows only who answers then
     (tests start from no worker; a process otherwise keeps the memory for its lifetime)."""
     _WORKERS_LAST_ANSWER.clear()
+    _LAST_PING.clear()
+
+
+def _ask_workers(timeout: float) -> dict[str, Any] | None:
+    """Celery's `inspect active_queues` broadcast: {worker name: [queue declarations]}, or None
+    when no worker answered within `timeout` seconds. One answer proves a worker alive and says
+    what it consumes."""
+    from memsite.celery import app as celery_app
+
+    return celery_app.control.inspect(timeout=timeout).active_queues()
 
 
 def _ping_workers(timeout: float, deadline: float) -> str:
-    """Ping in a daemon thread and record who answers; "" or why nobody did.
+    """Broadcast in a daemon thread and record who answers; "" or why nobody did.
 
     A broker that is down makes kombu retry its connection for seconds: the caller waits
     `deadline` at most, and an answer that comes later still counts for the next call.
     """
-    from memsite.celery import app as celery_app
-
     if not _PING_IN_FLIGHT.acquire(blocking=False):
-        return "the previous ping has not returned yet"
+        return "the previous broadcast has not returned yet"
     outcome: dict[str, Any] = {}
 
     def ping() -> None:
         try:
-            replies = celery_app.control.ping(timeout=timeout)
-            assert replies is not None  # ping broadcasts with reply=True: a list, maybe empty
+            replies = _ask_workers(timeout) or {}
             answered = time.monotonic()
-            names = [name for reply in replies if isinstance(reply, dict) for name in reply]
-            _WORKERS_LAST_ANSWER.update(dict.fromkeys(names, answered))
-            outcome["names"] = names
+            for name, queues in replies.items():
+                names = tuple(str(q.get("name")) for q in queues or () if isinstance(q, dict))
+                _WORKERS_LAST_ANSWER[str(name)] = (answered, names)
+            outcome["names"] = list(replies)
         except Exception as exc:  # broker unreachable, broadcast unsupported...
             outcome["error"] = f"{type(exc).__name__}: {exc}"[:200]
         finally:
@@ -297,21 +565,30 @@ def _ping_workers(timeout: float, deadline: float) -> str:
     thread.start()
     thread.join(deadline)
     if "error" in outcome:
-        return f"the ping failed ({outcome['error']})"
+        return f"the broadcast failed ({outcome['error']})"
     if "names" not in outcome:
         return f"the broker did not answer within {deadline:g} s"
-    return "" if outcome["names"] else f"no worker answered the ping within {timeout:g} s"
+    return "" if outcome["names"] else f"no worker answered within {timeout:g} s"
 
 
 def workers_seen(*, timeout: float = 0.5, deadline: float = 2.0, remember: float = 30.0) -> WorkersSeen:
-    """Workers that answered a broadcast ping (celery's control ping) in the last `remember` s."""
-    detail = _ping_workers(timeout, deadline)
+    """Workers that answered a broadcast (celery's `inspect active_queues`) in the last `remember`
+    s, with their queues; a broadcast made less than PING_CACHE s ago is not repeated."""
     now = time.monotonic()
-    for name, answered in list(_WORKERS_LAST_ANSWER.items()):
+    if _LAST_PING and now - _LAST_PING[0][0] < PING_CACHE:
+        detail = _LAST_PING[0][1]
+    else:
+        detail = _ping_workers(timeout, deadline)
+        _LAST_PING[:] = [(time.monotonic(), detail)]
+    now = time.monotonic()
+    for name, (answered, _) in list(_WORKERS_LAST_ANSWER.items()):
         if now - answered > remember:
             _WORKERS_LAST_ANSWER.pop(name, None)
     workers = sorted(
-        (WorkerSeen(name=name, seconds_ago=int(now - answered)) for name, answered in _WORKERS_LAST_ANSWER.items()),
+        (
+            WorkerSeen(name=name, seconds_ago=int(now - answered), queues=queues)
+            for name, (answered, queues) in _WORKERS_LAST_ANSWER.items()
+        ),
         key=lambda worker: worker.name,
     )
-    return WorkersSeen(known=bool(workers), workers=workers, detail=detail)
+    return WorkersSeen(known=bool(workers), workers=workers, detail=detail, memory=remember)

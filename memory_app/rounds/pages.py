@@ -9,7 +9,6 @@ queries), an agent's entries from agent_memory_selectors.agent_memory_timeline (
 from __future__ import annotations
 
 import uuid
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,6 +22,8 @@ from memory_app.agent_records.models import AgentMemory, AgentMemoryEntry
 from memory_app.conversations.models import Message, Session
 from memory_app.conversations.pages import _team_session, pretty_json
 from memory_app.dashboard.decorators import get_or_404, non_negative_int, team_page
+from memory_app.dashboard.role_colours import ROLE_PALETTE as ROLE_PALETTE  # re-exported: its tests read it here
+from memory_app.dashboard.role_colours import role_hue
 from memory_app.rounds import selectors as round_selectors
 from memory_app.rounds.models import Attachment, Round, SharedMemoryEntry
 from memory_app.tenancy.models import Team
@@ -43,20 +44,6 @@ ATTACHMENT_GROUPS: dict[str, str] = {
 }
 # Shown as code (monospace, whitespace kept) rather than prose.
 CODE_ATTACHMENTS = frozenset({"reply_content", "code_error", "execution_result", "artifact_paths", "function"})
-
-
-# Hues far apart on the colour wheel. A raw `crc32 % 360` put Planner (237) and CodeInterpreter (232)
-# on the same blue, so the two roles of nearly every post looked alike. TaskWeaver's roles get fixed,
-# distinct hues; any other name is hashed onto the palette (stable, though two may share a colour).
-ROLE_PALETTE = (215, 150, 275, 30, 330, 185, 95, 250, 5, 55, 305, 125)
-KNOWN_ROLE_HUES: dict[str, int] = {"User": 215, "Planner": 275, "CodeInterpreter": 150, "WebExplorer": 30}
-
-
-def role_hue(role: str) -> int:
-    """A stable colour (HSL hue) per role name, so a role looks the same on every page."""
-    if role in KNOWN_ROLE_HUES:
-        return KNOWN_ROLE_HUES[role]
-    return ROLE_PALETTE[zlib.crc32(role.encode()) % len(ROLE_PALETTE)]
 
 
 # --- the round view ---------------------------------------------------------------------------------

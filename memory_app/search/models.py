@@ -21,6 +21,7 @@ from memory_app.agent_records.models import AgentMemoryEntry
 from memory_app.compaction.models import CompactionRun
 from memory_app.conversations.models import Message, Session
 from memory_app.facts.models import Fact
+from memory_app.jobs.models import JobRecord
 from memory_app.rounds.models import Attachment, SharedMemoryEntry
 from memory_app.tenancy.models import Team
 
@@ -88,7 +89,7 @@ class SearchItem(models.Model):
         return f"{self.kind} {self.source_key}#{self.chunk}"
 
 
-class IndexRun(models.Model):
+class IndexRun(JobRecord):
     """The durable job that brings one team's index up to date: it turns new messages into
     items and embeds every pending item, in batches. One pending run per team at a time."""
 

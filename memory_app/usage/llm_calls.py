@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db.models import F, Sum
@@ -32,6 +32,27 @@ from memory_app.llm.base import (
 from memory_app.tenancy.models import Team
 from memory_app.usage import context_ledger
 from memory_app.usage.models import ContextServe, LLMCall
+
+
+class ServedParts(Protocol):
+    """A served context's tokens by part (memory_app.conversations.context.ContextBreakdown,
+    which imports this module's callers: named by shape, not imported)."""
+
+    @property
+    def system(self) -> int: ...
+
+    @property
+    def summary(self) -> int: ...
+
+    @property
+    def recall(self) -> int: ...
+
+    @property
+    def window(self) -> int: ...
+
+    @property
+    def priming(self) -> int: ...
+
 
 ERROR_MAX_CHARS = 500
 
@@ -131,9 +152,11 @@ def context_served_record(
     served_tokens: int,
     recall_query: str = "",
     recalled: list[dict[str, Any]] | None = None,
+    parts: ServedParts | None = None,
 ) -> None:
     """Ledger row for one context served: what the raw history would have cost beside what was
-    sent. Written in batches (memory_app/context_ledger.py): a context read is every agent turn."""
+    sent, and what the sent tokens were made of (`parts`: the served context's breakdown).
+    Written in batches (memory_app/context_ledger.py): a context read is every agent turn."""
     context_ledger.record(
         ContextServe(
             team_id=session.team_id,
@@ -144,6 +167,11 @@ def context_served_record(
             recall_query=recall_query[:1000],
             recalled=recalled or [],
             created_at=timezone.now(),
+            system_tokens=parts.system if parts else None,
+            summary_tokens=parts.summary if parts else None,
+            recall_tokens=parts.recall if parts else None,
+            window_tokens=parts.window if parts else None,
+            priming_tokens=parts.priming if parts else None,
         )
     )
 

@@ -69,6 +69,13 @@ class ContextServe(models.Model):
     # The memories recall injected into this context ({kind, id, item_id, score}) and what for.
     recall_query = models.CharField(max_length=1000, blank=True)
     recalled = JSONField(default=list, blank=True)
+    # What `served_tokens` is made of (ServedContext.breakdown, filled where the context is
+    # built). Null on rows served before the parts were kept: unknown, not zero.
+    system_tokens = models.PositiveIntegerField(null=True, blank=True)  # the system prompt
+    summary_tokens = models.PositiveIntegerField(null=True, blank=True)  # summary + the instruction it keeps
+    recall_tokens = models.PositiveIntegerField(null=True, blank=True)  # the recalled-memories message
+    window_tokens = models.PositiveIntegerField(null=True, blank=True)  # raw messages (a borrowed one too)
+    priming_tokens = models.PositiveIntegerField(null=True, blank=True)  # the reply priming every request pays
     # When the context was served, not when its batch was written (memory_app/context_ledger.py).
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
@@ -84,3 +91,7 @@ class ContextServe(models.Model):
     @property
     def saved_tokens(self) -> int:
         return max(self.raw_tokens - self.served_tokens, 0)
+
+    @property
+    def has_parts(self) -> bool:
+        return self.window_tokens is not None

@@ -160,3 +160,14 @@ def usage_page(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpRe
             "hit_rates": _hit_rates(team) if session is None and agent is None else [],
         },
     )
+
+
+@team_page
+def served_context_page(request: HttpRequest, serve_id: int, *, team: Team, teams: list[Team]) -> HttpResponse:
+    """One served context: what it held, part by part, as the ledger stored it when it was served."""
+    serve = get_or_404(usage_selectors.served_context_get, team=team, serve_id=serve_id)
+    return render(
+        request,
+        "memory_app/served_context.html",
+        {"team": team, "teams": teams, "item": usage_selectors.served_breakdown(serve), "session": serve.session},
+    )

@@ -20,6 +20,7 @@ from memory_app.conversations.models import Session
 from memory_app.tenancy.models import Team
 from memory_app.usage import llm_calls as llm_usage
 from memory_app.usage.models import ContextServe, LLMCall
+from memsite.errors import NotFound
 
 GROUPS = ("session", "agent", "purpose")
 CONTEXT_PURPOSE = "context"  # the purpose row that holds served contexts when grouping by purpose
@@ -203,3 +204,60 @@ def budget_status(*, team: Team) -> BudgetStatus:
         spent_today=llm_usage.tokens_spent_today(team_id=team.pk),
         resets_in_seconds=llm_usage.seconds_until_budget_resets(),
     )
+
+
+# --- served contexts, one by one ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServedPart:
+    key: str  # system | summary | recall | window | priming
+    label: str
+    tokens: int
+    percent: float  # of the served tokens, for the stacked bar
+    counts: str  # what the tokens are, for the title one hover away
+
+
+PART_LABELS: tuple[tuple[str, str, str], ...] = (
+    ("system", "System prompt", "the session's system prompt"),
+    ("summary", "Summary", "the latest compaction summary, with the original instruction it keeps"),
+    ("recall", "Recalled memories", "the one message of memories recall injected for the query"),
+    ("window", "Window", "the raw messages served after the summary (a borrowed latest user message too)"),
+    ("priming", "Reply priming", "the tokens every chat request pays to prime the reply"),
+)
+
+
+@dataclass(frozen=True)
+class ServedBreakdown:
+    serve: ContextServe
+    parts: list[ServedPart]  # empty when the row predates the breakdown
+
+    @property
+    def parts_total(self) -> int:
+        return sum(part.tokens for part in self.parts)
+
+
+def served_breakdown(serve: ContextServe) -> ServedBreakdown:
+    """A ledger row's served tokens by part, as stored when it was served (nothing recounted)."""
+    if not serve.has_parts:
+        return ServedBreakdown(serve=serve, parts=[])
+    total = max(serve.served_tokens, 1)
+    parts = []
+    for key, label, counts in PART_LABELS:
+        tokens = int(getattr(serve, f"{key}_tokens") or 0)
+        parts.append(ServedPart(key, label, tokens, 100 * tokens / total, counts))
+    return ServedBreakdown(serve=serve, parts=parts)
+
+
+def served_contexts(*, session: Session, limit: int) -> list[ServedBreakdown]:
+    """The session's latest served contexts, newest first, each with its parts. One query."""
+    rows = ContextServe.objects.filter(session=session, team_id=session.team_id).order_by("-created_at", "-pk")
+    return [served_breakdown(serve) for serve in rows[:limit]]
+
+
+def served_context_get(*, team: Team, serve_id: int) -> ContextServe:
+    """One served context of the team (another team's is NotFound, as a missing one)."""
+    try:
+        return ContextServe.objects.select_related("session").get(team=team, pk=serve_id)
+    except ContextServe.DoesNotExist as exc:
+        raise NotFound("Served context not found.") from exc

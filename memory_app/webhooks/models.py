@@ -11,6 +11,7 @@ import uuid
 from django.db import models
 
 from memory_app.events.models import MemoryEvent
+from memory_app.jobs.models import JobRecord
 from memory_app.tenancy.models import Team
 from memsite.fields import JSONField
 
@@ -45,7 +46,7 @@ class Webhook(models.Model):
         return f"{self.url} ({self.team_id})"
 
 
-class WebhookDelivery(models.Model):
+class WebhookDelivery(JobRecord):
     """One event sent to one webhook: a durable job claimed by a conditional UPDATE."""
 
     class Status(models.TextChoices):
@@ -63,6 +64,10 @@ class WebhookDelivery(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     response_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    # The start of the last answer's body and how long its request took: what a reader of the
+    # log needs to tell a slow receiver from a broken one (the error keeps only a failure's reason).
+    response_body = models.TextField(blank=True)
+    response_ms = models.PositiveIntegerField(null=True, blank=True)
     error = models.TextField(blank=True)
     # When the next attempt is due (pending) - the sweeper re-sends the task when it is overdue.
     next_retry_at = models.DateTimeField(null=True, blank=True)

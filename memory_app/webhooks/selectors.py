@@ -24,16 +24,32 @@ def webhook_get(*, team: Team, webhook_id: uuid.UUID | str) -> Webhook:
         raise NotFound("Webhook not found.") from exc
 
 
+# The delivery log's orders, by the name a query string uses; "newest" is the default.
+DELIVERY_ORDERS: dict[str, tuple[str, ...]] = {
+    "newest": ("-created_at", "-pk"),
+    "oldest": ("created_at", "pk"),
+    "attempts": ("-attempts", "-created_at", "-pk"),
+}
+
+
 def delivery_list(
-    *, team: Team, webhook: Webhook | None = None, status: str | None = None
+    *,
+    team: Team,
+    webhook: Webhook | None = None,
+    status: str | None = None,
+    kind: str | None = None,
+    order: str = "newest",
 ) -> QuerySet[WebhookDelivery]:
-    """Deliveries newest first: the team's, or one webhook's; optionally of one status."""
+    """Deliveries newest first (or in another of DELIVERY_ORDERS): the team's, or one webhook's;
+    optionally of one status and one event kind."""
     deliveries = WebhookDelivery.objects.filter(team=team).select_related("webhook")
     if webhook is not None:
         deliveries = deliveries.filter(webhook=webhook)
     if status:
         deliveries = deliveries.filter(status=status)
-    return deliveries.order_by("-created_at", "-pk")
+    if kind:
+        deliveries = deliveries.filter(kind=kind)
+    return deliveries.order_by(*DELIVERY_ORDERS[order])
 
 
 def delivery_get(*, team: Team, delivery_id: uuid.UUID | str, webhook: Webhook | None = None) -> WebhookDelivery:

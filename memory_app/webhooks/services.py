@@ -38,7 +38,13 @@ from memsite.url_policy import REASON_UNRESOLVABLE, UnsafeURL, check_outbound_ur
 Status = WebhookDelivery.Status
 SECRET_SCHEME = "whsec"  # noqa: S105  (the prefix of generated secrets, not a secret)
 ERROR_LIMIT = 2000
+# How much of a receiver's answer the log keeps (its body can be a whole HTML error page).
+RESPONSE_BODY_LIMIT = 2000
 USER_AGENT = "memsite-webhooks/1"
+# A delivery still being tried cannot be sent again: only a finished one.
+REDELIVERABLE = (Status.FAILED, Status.DELIVERED)
+# The kind of a delivery sent by "Send test": not an event, but the same shape and the same path.
+TEST_KIND = "webhook_test"
 
 
 # --- targets ---------------------------------------------------------------------------------
@@ -139,6 +145,16 @@ def webhook_update(*, webhook: Webhook, data: Mapping[str, Any]) -> Webhook:
 
 
 @transaction.atomic
+def webhook_rotate_secret(*, webhook: Webhook) -> tuple[Webhook, str]:
+    """A new signing secret, returned this once like at creation; the old one stops signing at once."""
+    webhook = Webhook.objects.select_for_update().get(pk=webhook.pk)
+    secret = generate_secret()
+    webhook.secret, webhook.secret_hint = secret, secret[: len(SECRET_SCHEME) + 5]
+    webhook.save(update_fields=["secret", "secret_hint", "updated_at"])
+    return webhook, secret
+
+
+@transaction.atomic
 def webhook_delete(*, webhook: Webhook) -> None:
     """Deletes the webhook and its delivery log; `active=false` is the reversible way."""
     webhook.delete()
@@ -203,11 +219,35 @@ def webhook_signature(*, secret: str, timestamp: str, body: bytes) -> str:
     return f"sha256={digest}"
 
 
-class _Outcome:
-    """What one POST did: delivered, worth retrying (transient), or not (permanent)."""
+def delivery_headers(delivery: WebhookDelivery, *, timestamp: str, signature: str) -> dict[str, str]:
+    """The headers a delivery is POSTed with (the dashboard shows them with the signature left out)."""
+    return {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        "X-Memsite-Event": delivery.kind,
+        "X-Memsite-Delivery": str(delivery.pk),
+        "X-Memsite-Timestamp": timestamp,
+        "X-Memsite-Signature": signature,
+    }
 
-    def __init__(self, *, ok: bool, transient: bool, code: int | None, error: str, retry_after: float | None) -> None:
+
+class _Outcome:
+    """What one POST did: delivered, worth retrying (transient), or not (permanent), and what
+    the receiver answered (body excerpt, milliseconds) when it answered."""
+
+    def __init__(
+        self,
+        *,
+        ok: bool,
+        transient: bool,
+        code: int | None,
+        error: str,
+        retry_after: float | None,
+        body: str = "",
+        elapsed_ms: int | None = None,
+    ) -> None:
         self.ok, self.transient, self.code, self.error, self.retry_after = ok, transient, code, error, retry_after
+        self.body, self.elapsed_ms = body, elapsed_ms
 
 
 def _retry_after(response: httpx.Response) -> float | None:
@@ -221,27 +261,36 @@ def _post(webhook: Webhook, delivery: WebhookDelivery) -> _Outcome:
         return _Outcome(ok=False, transient=False, code=None, error=f"target refused: {problem}", retry_after=None)
     body = json.dumps(delivery.payload, separators=(",", ":"), sort_keys=True).encode()
     timestamp = str(int(time.time()))
-    headers = {
-        "Content-Type": "application/json",
-        "User-Agent": USER_AGENT,
-        "X-Memsite-Event": delivery.kind,
-        "X-Memsite-Delivery": str(delivery.pk),
-        "X-Memsite-Timestamp": timestamp,
-        "X-Memsite-Signature": webhook_signature(secret=webhook.secret, timestamp=timestamp, body=body),
-    }
+    signature = webhook_signature(secret=webhook.secret, timestamp=timestamp, body=body)
+    headers = delivery_headers(delivery, timestamp=timestamp, signature=signature)
+    started = time.monotonic()
     try:
         # No redirects: a 3xx could point the signed request anywhere (the target check would not see it).
         response = httpx.post(
             webhook.url, content=body, headers=headers, timeout=settings.WEBHOOK_TIMEOUT, follow_redirects=False
         )
     except httpx.HTTPError as exc:
-        return _Outcome(ok=False, transient=True, code=None, error=f"{type(exc).__name__}: {exc}", retry_after=None)
+        elapsed_ms = int((time.monotonic() - started) * 1000)
+        error = f"{type(exc).__name__}: {exc}"
+        return _Outcome(ok=False, transient=True, code=None, error=error, retry_after=None, elapsed_ms=elapsed_ms)
+    elapsed_ms = int((time.monotonic() - started) * 1000)
     code = response.status_code
+    excerpt = response.text[:RESPONSE_BODY_LIMIT]
     if 200 <= code < 300:
-        return _Outcome(ok=True, transient=False, code=code, error="", retry_after=None)
+        return _Outcome(
+            ok=True, transient=False, code=code, error="", retry_after=None, body=excerpt, elapsed_ms=elapsed_ms
+        )
     detail = f"HTTP {code}: {response.text[:300]}".strip()
     transient = code >= 500 or code in (408, 429)
-    return _Outcome(ok=False, transient=transient, code=code, error=detail, retry_after=_retry_after(response))
+    return _Outcome(
+        ok=False,
+        transient=transient,
+        code=code,
+        error=detail,
+        retry_after=_retry_after(response),
+        body=excerpt,
+        elapsed_ms=elapsed_ms,
+    )
 
 
 def webhook_deliver(*, delivery_id: str) -> str:
@@ -255,7 +304,12 @@ def webhook_deliver(*, delivery_id: str) -> str:
     else:
         outcome = _post(webhook, delivery)
     # No retry is due once it ends; a scheduled retry sets next_retry_at over this.
-    answer = {"response_code": outcome.code, "next_retry_at": None}
+    answer = {
+        "response_code": outcome.code,
+        "response_body": outcome.body,
+        "response_ms": outcome.elapsed_ms,
+        "next_retry_at": None,
+    }
     if outcome.ok:
         jobs.complete(JOB, delivery, fields={**answer, "error": "", "delivered_at": timezone.now()})
         return "delivered"
@@ -268,7 +322,7 @@ def webhook_deliver(*, delivery_id: str) -> str:
 def webhook_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
     """Send a finished delivery's payload again, as a new delivery in the log."""
     current = WebhookDelivery.objects.select_related("webhook").get(pk=delivery.pk)
-    if current.status not in (Status.FAILED, Status.DELIVERED):
+    if current.status not in REDELIVERABLE:
         raise Conflict(f"Only a failed or delivered delivery can be redelivered (this one is {current.status}).")
     if not current.webhook.active:
         raise Conflict("The webhook is inactive; activate it before redelivering.")
@@ -282,6 +336,25 @@ def webhook_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
     )
     _send_on_commit([again.pk])
     return again
+
+
+@transaction.atomic
+def webhook_send_test(*, webhook: Webhook, actor: str) -> WebhookDelivery:
+    """Queue a delivery of a test payload (an event's shape, kind TEST_KIND) to `webhook`, sent,
+    signed, retried and logged exactly like an event's delivery."""
+    current = Webhook.objects.get(pk=webhook.pk)
+    if not current.active:
+        raise Conflict("The webhook is inactive; activate it before sending a test.")
+    payload = {
+        "id": None,
+        "session_id": None,
+        "kind": TEST_KIND,
+        "data": {"webhook_id": str(current.pk), "sent_by": actor[:200], "message": "A test delivery from memsite."},
+        "created_at": timezone.now().isoformat().replace("+00:00", "Z"),
+    }
+    delivery = WebhookDelivery.objects.create(team_id=current.team_id, webhook=current, kind=TEST_KIND, payload=payload)
+    _send_on_commit([delivery.pk])
+    return delivery
 
 
 def webhook_delivery_sweep() -> dict[str, int]:

@@ -41,7 +41,50 @@ function liveRegion(region) {
   schedule();
 }
 
+// The phone layout folds the navigation behind a Menu button; without this script it wraps.
+function navToggle(button) {
+  const topbar = button.closest(".topbar");
+  button.hidden = false;
+  button.addEventListener("click", () => {
+    const open = topbar.classList.toggle("nav-open");
+    button.setAttribute("aria-expanded", String(open));
+  });
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && topbar.classList.contains("nav-open")) {
+      topbar.classList.remove("nav-open");
+      button.setAttribute("aria-expanded", "false");
+      button.focus();
+    }
+  });
+}
+
+// After a refused submit the server renders the form again with its errors: the reader
+// lands on the first refused field (its error is tied to it by aria-describedby), not at
+// the top of the page. A field with data-no-autofocus-error opts out.
+function focusFirstError() {
+  const first = document.querySelector('main [aria-invalid="true"]:not([data-no-autofocus-error])');
+  if (first && !document.activeElement?.matches("input, select, textarea")) {
+    first.focus({ preventScroll: true });
+    first.scrollIntoView({ block: "center" });
+  }
+}
+
+// A box that scrolls sideways (a wide table on a phone) must be reachable by keyboard, or its
+// hidden columns are out of reach without a pointer.
+function focusableScrollers() {
+  for (const box of document.querySelectorAll(".table-scroll, .card.flush")) {
+    if (box.scrollWidth > box.clientWidth + 1 && !box.hasAttribute("tabindex")) box.setAttribute("tabindex", "0");
+  }
+}
+
+document.documentElement.classList.add("has-js");
+
 document.addEventListener("DOMContentLoaded", () => {
+  const toggle = document.querySelector(".nav-toggle");
+  if (toggle) navToggle(toggle);
+  focusFirstError();
+  focusableScrollers();
+  window.addEventListener("resize", focusableScrollers);
   for (const form of document.querySelectorAll("form[data-autosubmit]")) {
     const select = form.querySelector("select");
     form.querySelector("button[type=submit]")?.setAttribute("hidden", "");

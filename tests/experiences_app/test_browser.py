@@ -96,7 +96,7 @@ def test_staff_write_review_try_and_move_experiences_in_the_browser(live_server,
             page.get_by_label("exp_id").fill("plot-style")
             expect(page.locator('[data-errors-for="exp_id"]')).to_have_text("already exists")
             page.get_by_label("exp_id").fill("file-validation")
-            page.get_by_label("who").fill("CodeInterpreter")
+            page.get_by_label("CodeInterpreter", exact=True).check()  # a role the team's settings know
             page.locator("#id_when").fill(FILE_WHEN)
             page.get_by_label("what").fill(FILE_WHAT)
             expect(page.locator('[data-errors-for="exp_id"]')).to_be_empty()
@@ -125,12 +125,12 @@ def test_staff_write_review_try_and_move_experiences_in_the_browser(live_server,
             expect(page.locator(".flash")).to_contain_text("Approved file-validation")
             expect(page.locator(".exp-head .exp-status")).to_have_text("approved")
             expect(page.locator(".exp-reviewer")).to_contain_text("user:grace")
-            expect(page.locator("#exp-diff .d-add")).to_have_text(["+approved"])  # r2 -> r3 by default
-            page.get_by_label("From").select_option("1")
-            page.get_by_label("To").select_option("3")
+            expect(page.locator("#exp-diff ins")).to_have_text(["approved"])  # r2 -> r3 by default
+            page.get_by_label("From", exact=True).select_option("1")
+            page.get_by_label("To", exact=True).select_option("3")
             page.get_by_role("button", name="Compare").click()
-            expect(page.locator("#exp-diff .d-add", has_text="Print the path you tried.")).to_have_count(1)
-            expect(page.locator("#exp-diff .d-del", has_text="-draft")).to_have_count(1)
+            expect(page.locator("#exp-diff .wd-add", has_text="Print the path you tried.")).to_have_count(1)
+            expect(page.locator("#exp-diff .wd-del", has_text="draft")).to_have_count(1)
             expect(page.locator("tr.revision-row")).to_have_count(3)
             shot(page, "detail")
 

@@ -80,6 +80,7 @@ def test_the_json_report_names_created_updated_unchanged_and_rejected_files(tena
             "previous_status": "draft",
             "status": "draft",
             "left_selection": False,
+            "awaiting_review": False,
         }
     ]
     assert report["unchanged"] == [
@@ -107,7 +108,7 @@ def test_dry_run_and_approve(tenant, experience_dir):
     assert set(Experience.objects.values_list("status", "reviewer")) == {("approved", "command:import_experiences")}
 
 
-def test_the_printed_report_names_approved_experiences_that_left_selection(tenant, tmp_path):
+def test_the_printed_report_names_approved_experiences_whose_change_awaits_review(tenant, tmp_path):
     directory = tmp_path / "experience"
     directory.mkdir()
     (directory / "handcrafted_exp_a.yaml").write_bytes(FILE_VALIDATION)
@@ -117,10 +118,10 @@ def test_the_printed_report_names_approved_experiences_that_left_selection(tenan
     output, error = run("import_experiences", str(directory), "--team", "alpha")
     assert error is None
     assert (
-        "updated   file-validation (handcrafted_exp_a.yaml): approved -> draft, out of selection until approved again"
-        in output
+        "updated   file-validation (handcrafted_exp_a.yaml): approved -> draft, "
+        "the approved text stays selected until the change is approved" in output
     )
-    assert "team 'alpha': 0 created, 1 updated, 0 unchanged, 0 rejected (1 left selection)" in output
+    assert "team 'alpha': 0 created, 1 updated, 0 unchanged, 0 rejected (1 approved, change awaiting review)" in output
     assert Experience.objects.get().status == "draft"
 
 

@@ -166,8 +166,8 @@ def test_the_list_shows_usage_counts_with_a_fixed_number_of_queries(
     with django_assert_max_num_queries(10):
         html = member.get(LIST).content.decode()
     row = re.search(r'id="exp-exp-03".*?</tr>', html, re.S).group(0)
-    assert re.search(r'candidate-counts"><span class="usage-7">1</span> · <span class="muted">1</span>', row)
-    assert re.search(r'selected-counts"><strong class="usage-7">1</strong>', row)
+    assert re.search(r'candidate-counts"[^>]*><span class="usage-7">1</span> · <span class="muted">1</span>', row)
+    assert re.search(r'selected-counts"[^>]*><a [^>]*><strong class="usage-7">1</strong>', row)
 
 
 # --- create, edit and the validation endpoint -------------------------------------------------------
@@ -236,8 +236,8 @@ def test_editing_an_approved_experience_adds_a_revision_and_returns_it_to_draft(
     assert experience.revisions.get(number=2).note == "stricter"
 
     detail = member.get(url("detail", "file-validation"), {"a": "1", "b": "2"}).content.decode()
-    assert '<span class="d-add">+' + FILE_WHAT + " Twice.</span>" in detail
-    assert '<span class="d-del">-approved</span>' in detail and '<span class="d-add">+draft</span>' in detail
+    assert FILE_WHAT + "<ins> Twice.</ins>" in detail  # the changed words, inside the changed line
+    assert "<del>approved</del>" in detail and "<ins>draft</ins>" in detail
 
     unchanged = member.post(edit, {"who": "", "when": FILE_WHEN, "what": FILE_WHAT + " Twice."}, follow=True)
     assert "Nothing changed" in flashes(unchanged)[0]
@@ -334,12 +334,13 @@ def test_the_settings_page_shows_which_role_each_switch_governs(curator: Client,
     services.experience_config_update(team=tenant.team, data={"use_experience": {"CodeInterpreter": False}}, actor="t")
     page = curator.get(CONFIG).content.decode()
     rows = re.findall(
-        r'<tr class="switch-row"><td><code>([^<]+)</code>.*?<td class="governs">([^<]+)</td>.*?'
+        r'<tr class="switch-row">\s*<th scope="row" class="governs"><span class="setting-label">([^<]+)</span>.*?'
+        r'<code class="config-key"[^>]*>([^<]+)</code>.*?'
         r'<option value="on"( selected)?>yes</option><option value="off"( selected)?>no</option>',
         page,
         re.S,
     )
-    assert [(switch, role, bool(off)) for switch, role, _, off in rows] == [
+    assert [(switch, role, bool(off)) for role, switch, _, off in rows] == [
         ("planner.use_experience", "Planner", False),
         ("code_generator.use_experience", "CodeInterpreter", True),
         ("Reviewer.use_experience", "Reviewer", False),
@@ -448,7 +449,9 @@ def test_import_reports_created_updated_unchanged_and_rejected(member: Client, t
     assert Experience.objects.get(team=tenant.team, exp_id="changed").status == "draft"
 
 
-def test_the_import_page_names_the_changed_experiences_that_left_selection(member: Client, tenant: Tenant) -> None:
+def test_the_import_page_names_the_approved_experiences_whose_change_awaits_review(
+    member: Client, tenant: Tenant
+) -> None:
     add_experience(tenant.team, "changed", when="Use when changed.", what="Old.")  # approved
     add_experience(tenant.team, "draft-edit", when="Use when drafting.", what="Old.", status="draft")
     files = [
@@ -458,11 +461,11 @@ def test_the_import_page_names_the_changed_experiences_that_left_selection(membe
     response = member.post(IMPORT, {"files": files})
     assert response.status_code == 200
     html = response.content.decode()
-    notice = re.search(r'<div class="[^"]*left-selection[^"]*"[^>]*>(.*?)</div>', html, re.S).group(1)
+    notice = re.search(r'<div class="[^"]*awaiting-review[^"]*"[^>]*>(.*?)</div>', html, re.S).group(1)
     assert "changed" in notice and "draft-edit" not in notice
-    assert "no longer a candidate for selection until it is approved again" in notice
+    assert "approved text stays selected until the change is approved" in notice
     updated = re.search(r'<table class="list compact report-table report-updated">(.*?)</table>', html, re.S).group(1)
-    assert "approved → draft" in updated and "left selection" in updated
+    assert "approved → draft" in updated and "awaiting review" in updated
     assert "draft → draft" not in updated  # a status that did not change is shown once
     assert Experience.objects.get(team=tenant.team, exp_id="changed").status == "draft"
 

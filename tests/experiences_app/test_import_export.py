@@ -8,6 +8,7 @@ import zipfile
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from experiences_app import selectors
 from experiences_app.models import Experience
 from experiences_app.yaml_io import read_zip, write_zip
 
@@ -118,7 +119,7 @@ def test_an_import_without_files_is_refused(api):
     assert response.status_code == 400 and "files" in response.json()["fields"]
 
 
-def test_a_changed_approved_experience_is_reported_as_leaving_selection(api, admin_api):
+def test_a_changed_approved_experience_is_reported_as_awaiting_review_and_stays_selected(api, admin_api):
     plot = b"exp_id: plot-style\nwhen: Use when plotting.\nwhat: Label axes.\n"
     upload(admin_api, {"handcrafted_exp_a.yaml": FILE_VALIDATION, "handcrafted_exp_b.yaml": plot}, approve="true")
     note = b"exp_id: note\nwhen: Use when noting.\nwhat: Note.\n"
@@ -129,33 +130,39 @@ def test_a_changed_approved_experience_is_reported_as_leaving_selection(api, adm
         "handcrafted_exp_c.yaml": note.replace(b"Note.", b"Note it."),
         "handcrafted_exp_d.yaml": b"exp_id: fresh\nwhen: Use when fresh.\nwhat: Fresh.\n",
     }
-    left = {
+    waiting = {
         "file": "handcrafted_exp_a.yaml",
         "exp_id": "file-validation",
         "previous_status": "approved",
         "status": "draft",
-        "left_selection": True,
+        "left_selection": False,
+        "awaiting_review": True,
     }
 
     dry = upload(api, changed, dry_run="true").json()
-    assert dry["left_selection"] == [left]
+    assert dry["awaiting_review"] == [waiting] and dry["left_selection"] == []
     assert Experience.objects.get(exp_id="file-validation").status == "approved"  # nothing written
 
     report = upload(api, changed).json()
     assert report["updated"] == [
-        left,
+        waiting,
         {
             "file": "handcrafted_exp_c.yaml",
             "exp_id": "note",
             "previous_status": "draft",
             "status": "draft",
             "left_selection": False,
+            "awaiting_review": False,
         },
     ]
-    assert report["left_selection"] == [left]
+    assert report["awaiting_review"] == [waiting] and report["left_selection"] == []
     assert report["unchanged"] == [{"file": "handcrafted_exp_b.yaml", "exp_id": "plot-style", "status": "approved"}]
     assert report["created"] == [{"file": "handcrafted_exp_d.yaml", "exp_id": "fresh", "status": "draft"}]
     assert Experience.objects.get(exp_id="file-validation").status == "draft"
+    team = Experience.objects.get(exp_id="file-validation").team
+    served = selectors.experience_candidates(team=team, role="CodeInterpreter")
+    assert [(c.exp_id, c.pending) for c in served] == [("file-validation", True), ("plot-style", False)]
+    assert "Always check" in served[0].what  # the approved text, until the change is approved
 
     # Approving what the import changes keeps it in selection (and brings a draft in).
     again = {"handcrafted_exp_a.yaml": FILE_VALIDATION, "handcrafted_exp_c.yaml": note}

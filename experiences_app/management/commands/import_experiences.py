@@ -70,6 +70,9 @@ class Command(BaseCommand):
                 line = f"{prefix}{kind:9} {entry['exp_id']} ({entry['file']})"
                 if entry.get("left_selection"):
                     line += f": {entry['previous_status']} -> {entry['status']}, out of selection until approved again"
+                elif entry.get("awaiting_review"):
+                    line += f": {entry['previous_status']} -> {entry['status']}"
+                    line += ", the approved text stays selected until the change is approved"
                 self.stdout.write(line)
         for entry in report["rejected"]:
             where = f"{entry['file']}, line {entry['line']}" if entry["line"] else entry["file"]
@@ -77,4 +80,6 @@ class Command(BaseCommand):
         counts = ", ".join(f"{len(report[k])} {k}" for k in ("created", "updated", "unchanged", "rejected"))
         if report["left_selection"]:
             counts += f" ({len(report['left_selection'])} left selection)"
+        if report["awaiting_review"]:
+            counts += f" ({len(report['awaiting_review'])} approved, change awaiting review)"
         self.stdout.write(f"{prefix}team {team.name!r}: {counts}")

@@ -214,10 +214,10 @@ def test_the_gauge_shows_active_tokens_against_the_threshold(member: Client, ten
     assert gauge.threshold == 200
     assert gauge.target == 120  # threshold x (1 - min_reduction_ratio 0.4)
     html = response.content.decode()
-    assert f'<span class="gauge-tokens">{session.active_tokens:,}</span>' in html
-    assert '<span class="gauge-threshold">200</span>' in html
+    assert re.search(rf'class="gauge-tokens" title="[^"]+">{session.active_tokens:,}</abbr>', html)
+    assert re.search(r'class="gauge-threshold" title="compaction threshold: 200 tokens[^"]*">200</abbr>', html)
     percent = round(100 * session.active_tokens / 200)
-    assert f'<span class="gauge-percent">{percent}%</span>' in html
+    assert re.search(rf'class="gauge-percent" title="[^"]+">{percent}%</abbr>', html)
     assert f'style="width: {min(100 * session.active_tokens / 200, 100):.1f}%"' in html
     assert 'style="left: 60.0%"' in html
 
@@ -439,7 +439,7 @@ def test_compact_now_queues_a_manual_run_once(
     assert sent.ids == [str(run.pk)]
     assert flashes(first) == ["Compaction queued: a worker will summarise the older messages shortly."]
     assert flashes(second) == ["A compaction is already pending for this session; nothing new was queued."]
-    assert first.redirect_chain == [(session_url(session) + "#compactions", 302)]
+    assert first.redirect_chain == [(session_url(session) + "#compaction-panel", 302)]
 
 
 def test_the_compact_button_shows_only_on_managed_sessions(member: Client, tenant: Tenant) -> None:
@@ -450,11 +450,14 @@ def test_the_compact_button_shows_only_on_managed_sessions(member: Client, tenan
 
     managed_html = member.get(session_url(managed)).content.decode()
     assert f'action="{compact_url(managed)}"' in managed_html
-    assert '<span class="gauge-threshold">100,000</span>' in managed_html
+    assert re.search(r'class="gauge-threshold" title="[^"]+">100,000</abbr>', managed_html)
     assert "Compact now" not in member.get(session_url(plain)).content.decode()
-    # Nothing to summarise yet: the button would only be refused, so the page says why instead.
+    # Nothing to summarise yet: the button would only be refused, so it is disabled and says why.
     empty_html = member.get(session_url(empty)).content.decode()
-    assert "Compact now" not in empty_html
+    assert f'action="{compact_url(empty)}"' not in empty_html
+    assert '<button type="button" class="btn" disabled aria-describedby="compact-blocked">Compact now</button>' in (
+        empty_html
+    )
     assert "Nothing to compact now: every message after the latest summary is in the protected tail" in empty_html
 
 
@@ -511,6 +514,7 @@ def test_the_page_of_a_compacted_session_takes_a_fixed_number_of_queries(
 
     # session + user, teams, session, page, previous cursor, totals (7); the gauge: whether
     # anything can be compacted (latest run, newest rows) (2); the served context: latest run,
-    # the rows after it (2); ledger: runs + one per run's range (3); what recall injected (1)
-    with django_assert_num_queries(15):
+    # the rows after it (2); ledger: runs (the panel's newest run too) + one per run's range (3);
+    # what recall injected (1); the latest served contexts (1); the timeline's tool names (1)
+    with django_assert_num_queries(17):
         member.get(session_url(session))

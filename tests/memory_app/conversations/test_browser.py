@@ -281,7 +281,8 @@ def compacted(transactional_db, job_outbox) -> dict[str, str]:
             session=waiting, messages=[{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
         )
     CompactionRun.objects.filter(pk=compaction.compaction_request(session=waiting, trigger="threshold")[0].pk).update(
-        created_at=timezone.now() - timedelta(minutes=3, seconds=20)
+        created_at=timezone.now() - timedelta(minutes=3, seconds=20),
+        pending_since=timezone.now() - timedelta(minutes=3, seconds=20),
     )
     return {"session_id": str(session.pk), "run_id": str(run.pk), "other_team_id": str(other.pk)}
 

@@ -232,7 +232,7 @@ def test_it_shows_message_counts_and_last_activity(member: Client, tenant: Tenan
     assert abs((rows["busy"].last_activity - last_message).total_seconds()) < 1
     assert rows["busy"].last_activity > rows["quiet"].last_activity
     assert response.context["page"][0].external_id == "busy"
-    assert re.search(r'<td class="num">3</td>', response.content.decode())
+    assert re.search(r'<td class="num"><span title="3 stored messages">3</span></td>', response.content.decode())
 
 
 def test_it_paginates_and_keeps_the_filters_in_page_links(member: Client, tenant: Tenant) -> None:
@@ -253,8 +253,8 @@ def test_the_list_takes_a_fixed_number_of_queries(member: Client, tenant: Tenant
     for index in range(5):
         append(new_session(tenant, external_id=f"s{index}"), {"role": "user", "content": "hi"})
 
-    # session + user, teams, count, page
-    with django_assert_num_queries(5):
+    # session + user, teams, count, page, the page's agents
+    with django_assert_num_queries(6):
         member.get(reverse("dashboard:sessions"))
 
 
@@ -420,7 +420,7 @@ def test_it_shows_data_and_http_images_as_thumbnails_and_nothing_else(member: Cl
     assert re.findall(r'<img src="([^"]*)"', html) == sources * 2  # again in the active context pane
     assert "javascript:" not in html
     assert "file:///etc/passwd" not in html
-    assert "image/svg+xml" not in html
+    assert "data:image/svg+xml" not in html  # the favicon link names the type; no image is one
     assert timeline.count("image not shown") == 5
     assert html.count("image not shown") == 10
 
@@ -437,7 +437,7 @@ def test_it_renders_json_content_and_content_parts_readably(member: Client, tena
 
     assert '<pre class="json">{\n  &quot;task&quot;: &quot;summarise&quot;,' in html
     assert "<strong>Refused:</strong> I cannot" in html
-    assert '<div class="text">ok</div>' in html
+    assert '<div class="md"><p>ok</p></div>' in html
 
 
 def test_the_timeline_takes_a_fixed_number_of_queries(
@@ -453,8 +453,9 @@ def test_the_timeline_takes_a_fixed_number_of_queries(
 
     # session + user, teams, session, page, previous cursor, totals (every result is on the page);
     # the served context: window, a user message to borrow (there is none); the compaction
-    # ledger (empty); the contexts recall put memories into (none)
-    with django_assert_num_queries(11):
+    # ledger (empty); the contexts recall put memories into (none); the tool filter's names;
+    # the latest served contexts (usage ledger)
+    with django_assert_num_queries(13):
         member.get(session_url(session))
 
 

@@ -591,7 +591,8 @@ def test_the_ops_page_counts_the_facts_queue(client: Client, tenant: Tenant, oth
     client.force_login(get_user_model().objects.create_user("operator", is_superuser=True))  # sees every team
     mine, theirs = chat(tenant, texts=("a",)), chat(other_tenant, texts=("b",))
     old = FactExtractionRun.objects.create(team=tenant.team, session=mine, trigger="manual", from_seq=1, to_seq=1)
-    FactExtractionRun.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(minutes=7, seconds=3))
+    waited = timezone.now() - timedelta(minutes=7, seconds=3)
+    FactExtractionRun.objects.filter(pk=old.pk).update(created_at=waited, pending_since=waited)
     FactExtractionRun.objects.create(team=other_tenant.team, session=theirs, trigger="auto")
     FactExtractionRun.objects.create(team=tenant.team, session=mine, trigger="manual", status="running")
     quarantined(mine)

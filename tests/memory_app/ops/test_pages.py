@@ -1,4 +1,5 @@
-"""Ops page (staff only): per-queue job counts, oldest pending age, workers, failures and retry."""
+"""Ops page (team admins and superusers): per-queue job counts, oldest pending age, workers and the
+queues they consume, failures and retry."""
 
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ from memory_app.jobs.dispatchers import Sent
 from memory_app.ops import pages as ops_pages
 from memory_app.ops import selectors as ops_selectors
 from memory_app.tenancy.models import TeamMembership
-from memsite.celery import app as celery_app
 from tests.conftest import Tenant
 from tests.job_dispatch import Sends
 
@@ -36,11 +36,20 @@ def sent(job_outbox: list[Sent]) -> Sends:
     return Sends(job_outbox, compaction.JOB)
 
 
+EVERY_QUEUE = ["celery", "compaction", "facts", "search"]
+
+
 @pytest.fixture(autouse=True)
-def ping(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[object]]:
-    """What workers answer to the broadcast ping (no broker involved), remembered from no earlier answer."""
-    replies: list[object] = []
-    monkeypatch.setattr(celery_app.control, "ping", lambda timeout: list(replies))
+def ping(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[str]]]:
+    """What workers answer to the broadcast (worker -> the queues it consumes; no broker involved),
+    remembered from no earlier answer, and asked again on every page view."""
+    replies: dict[str, list[str]] = {}
+    monkeypatch.setattr(
+        ops_selectors,
+        "_ask_workers",
+        lambda timeout: {name: [{"name": q} for q in queues] for name, queues in replies.items()} or None,
+    )
+    monkeypatch.setattr(ops_selectors, "PING_CACHE", 0.0)
     ops_selectors.forget_workers()
     yield replies
     ops_selectors.forget_workers()
@@ -194,12 +203,16 @@ def test_it_counts_jobs_per_status_across_every_team(staff: Client, tenant: Tena
     assert '<td>alpha</td><td class="num">2</td><td class="num">1</td><td class="num">1</td>' in html
 
 
-def test_the_oldest_pending_age_runs_from_creation_not_the_last_resend(staff: Client, tenant: Tenant) -> None:
+def test_the_oldest_pending_age_runs_from_when_it_became_pending_not_the_last_resend(
+    staff: Client, tenant: Tenant
+) -> None:
     old = job(managed(tenant, "old"), "pending")
     job(managed(tenant, "new"), "pending")
-    # The sweeper re-sent the old one a minute ago: queued_at moves, created_at does not.
+    # The sweeper re-sent the old one a minute ago: queued_at moves, pending_since does not.
     CompactionRun.objects.filter(pk=old.pk).update(
-        created_at=timezone.now() - timedelta(hours=2, minutes=5), queued_at=timezone.now() - timedelta(minutes=1)
+        created_at=timezone.now() - timedelta(hours=3),
+        pending_since=timezone.now() - timedelta(hours=2, minutes=5),
+        queued_at=timezone.now() - timedelta(minutes=1),
     )
 
     response = staff.get(OPS)
@@ -230,20 +243,28 @@ def test_a_second_job_kind_slots_in_as_another_source(
     staff: Client, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     job(managed(tenant, "s"), "pending")
-    extra = ops_selectors.JobSource(kind="summaries", label="Summaries", queue="summaries", model=CompactionRun)
+    extra = ops_selectors.JobSource(
+        kind="summaries", label="Summaries", queue="summaries", model=CompactionRun, task="memory_app.tasks.summaries"
+    )
     original = ops_selectors.job_sources
     monkeypatch.setattr(ops_selectors, "job_sources", lambda: [*original(), extra])
 
     response = staff.get(OPS)
 
-    assert [q.source.kind for q in response.context["queues"]] == ["compaction", "facts", "search", "summaries"]
+    assert [q.source.kind for q in response.context["queues"]] == [
+        "compaction",
+        "facts",
+        "search",
+        "webhooks",
+        "summaries",
+    ]
     html = response.content.decode()
     assert 'id="queue-compaction"' in html and 'id="queue-summaries"' in html
     assert "Summaries" in html
     # Without a retry service of its own, its failures get no retry button (and the URL is 404).
     run = failed(Session.objects.get(external_id="s"))
     html = staff.get(OPS).content.decode()
-    assert html.count(f'id="job-{run.pk}"') == 2
+    assert html.count(f'id="job-{run.pk}"') == 2  # listed under both kinds, which share the model
     assert html.count(f'action="{retry_url(run)}"') == 1
     assert f'action="{retry_url(run, kind="summaries")}"' not in html
     assert staff.post(retry_url(run, kind="summaries")).status_code == 404
@@ -339,71 +360,88 @@ def test_compaction_retry_refuses_runs_that_are_not_failed(db, tenant: Tenant) -
 # --- workers ------------------------------------------------------------------------------------------
 
 
-def test_workers_that_answer_the_ping_are_listed(staff: Client, ping: list[object]) -> None:
-    ping.extend([{"celery@web-2": {"ok": "pong"}}, {"celery@web-1": {"ok": "pong"}}])
+def test_workers_that_answer_are_listed_with_the_queues_they_consume(staff: Client, ping: dict[str, list[str]]) -> None:
+    ping.update({"celery@web-2": ["compaction"], "celery@web-1": EVERY_QUEUE})
 
     response = staff.get(OPS)
 
     workers = response.context["workers"]
     assert workers.known and workers.names == ["celery@web-1", "celery@web-2"]
+    assert workers.consumers_of("compaction") == ["celery@web-1", "celery@web-2"]
+    assert workers.consumers_of("facts") == ["celery@web-1"]
     html = response.content.decode()
-    assert '<strong class="workers-count">2</strong>' in html
     assert '<code class="worker">celery@web-1</code>' in html
+    assert ">2 workers answered, the latest just now.</strong>" in html
 
 
-def test_a_worker_that_missed_one_ping_stays_listed_for_a_while(staff: Client, ping: list[object]) -> None:
-    ping.append({"celery@web-1": {"ok": "pong"}})
+def test_a_worker_that_missed_one_broadcast_is_one_account_not_two(staff: Client, ping: dict[str, list[str]]) -> None:
+    ping["celery@web-1"] = EVERY_QUEUE
     staff.get(OPS_STATUS)
     ping.clear()  # its next answer misses the window
-    ops_selectors._WORKERS_LAST_ANSWER["celery@web-1"] -= 12
-    ops_selectors._WORKERS_LAST_ANSWER["celery@gone"] = time.monotonic() - ops_pages.OPS_WORKER_MEMORY - 1
+    answered, queues = ops_selectors._WORKERS_LAST_ANSWER["celery@web-1"]
+    ops_selectors._WORKERS_LAST_ANSWER["celery@web-1"] = (answered - 12, queues)
+    ops_selectors._WORKERS_LAST_ANSWER["celery@gone"] = (time.monotonic() - ops_pages.OPS_WORKER_MEMORY - 1, ())
 
     html = staff.get(OPS_STATUS).content.decode()
 
-    assert '<code class="worker">celery@web-1</code> <small class="muted">12 s ago</small>' in html
+    assert '<code class="worker">celery@web-1</code> <small class="muted" title="seconds since' in html
+    assert 'last answered">12 s ago</small>' in html
     assert "celery@gone" not in html
-    assert "Latest ping: no worker answered the ping within 0.5 s." in html
+    # The one sentence comes from the remembered answers: never "no worker answered" beside a worker.
+    assert "1 worker answered, the latest 12 s ago." in html
+    assert "no worker answered" not in html.lower()
 
 
 def test_no_answer_is_unknown_not_zero(staff: Client) -> None:
     html = staff.get(OPS).content.decode()
 
     assert '<strong class="workers-count unknown">unknown</strong>' in html
-    assert "no worker answered the ping within 0.5 s" in html
+    assert "No worker answered in the last 30 s (no worker answered within 0.5 s)." in html
 
 
 def test_a_broker_error_is_unknown_and_the_page_still_renders(
     staff: Client, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def refuse(timeout: float) -> list:
+    def refuse(timeout: float) -> dict:
         raise ConnectionRefusedError("Connection refused")
 
-    monkeypatch.setattr(celery_app.control, "ping", refuse)
+    monkeypatch.setattr(ops_selectors, "_ask_workers", refuse)
     job(managed(tenant, "s"), "pending")
 
     response = staff.get(OPS)
 
     assert response.status_code == 200
     assert not response.context["workers"].known
-    assert "the ping failed (ConnectionRefusedError: Connection refused)" in response.content.decode()
+    assert "the broadcast failed (ConnectionRefusedError: Connection refused)" in response.content.decode()
     assert response.context["queues"][0].stats.pending == 1
 
 
-def test_a_ping_that_hangs_is_cut_off_at_the_deadline(staff: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broadcast_that_hangs_is_cut_off_at_the_deadline(staff: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     release = threading.Event()
-    monkeypatch.setattr(celery_app.control, "ping", lambda timeout: release.wait(10) and [])
+    monkeypatch.setattr(ops_selectors, "_ask_workers", lambda timeout: release.wait(10) and None)
     monkeypatch.setattr(ops_pages, "OPS_PING_DEADLINE", 0.3)
     try:
         started = time.monotonic()
         first = staff.get(OPS_STATUS)
         elapsed = time.monotonic() - started
-        second = staff.get(OPS_STATUS)  # the first ping is still stuck: no second thread
+        second = staff.get(OPS_STATUS)  # the first broadcast is still stuck: no second thread
     finally:
         release.set()
 
     assert elapsed < 2
     assert "the broker did not answer within 0.3 s" in first.content.decode()
-    assert "the previous ping has not returned yet" in second.content.decode()
+    assert "the previous broadcast has not returned yet" in second.content.decode()
+
+
+def test_a_broadcast_made_moments_ago_is_reused(staff: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[float] = []
+    monkeypatch.setattr(ops_selectors, "_ask_workers", lambda timeout: asked.append(timeout) or {"w@h": []})
+    monkeypatch.setattr(ops_selectors, "PING_CACHE", 60.0)
+
+    staff.get(OPS_STATUS)
+    staff.get(OPS_STATUS)
+
+    assert len(asked) == 1
 
 
 # --- the live part --------------------------------------------------------------------------------------
@@ -416,7 +454,7 @@ def test_the_page_polls_a_partial_that_renders_the_same_status(staff: Client, te
     page = staff.get(OPS).content.decode()
     partial = staff.get(OPS_STATUS)
 
-    assert f'data-live-url="{OPS_STATUS}"' in page
+    assert f'data-live-url="{OPS_STATUS}?window=hour"' in page
     assert f'data-live-seconds="{ops_pages.OPS_REFRESH_SECONDS}"' in page
     assert 'src="/static/js/dashboard.js"' in page
     html = partial.content.decode()
@@ -433,9 +471,10 @@ def test_the_partial_takes_a_fixed_number_of_queries(
         failed(managed(tenant, f"a{n}"))
         job(managed(other_tenant, f"b{n}"), "pending")
 
-    # session + user, then per queue (compaction, facts, search): stats (grouped), failures (with
-    # team, session and the retried flag); the search index: its backlog (grouped) and failed items
-    with django_assert_num_queries(10):
+    # session + user, then per queue (compaction, facts, search, webhooks): stats (grouped), the
+    # ended jobs of the throughput window, failures (with team, session and the retried flag); the
+    # search index: its backlog (grouped) and failed items
+    with django_assert_num_queries(16):
         staff.get(OPS_STATUS)
 
 
