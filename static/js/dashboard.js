@@ -4,7 +4,8 @@
 // data-live-seconds while the tab is visible, and at once when it becomes visible again
 // (healthchecks' adaptive setInterval: no polling from a background tab).
 function liveRegion(region) {
-  const every = (Number(region.dataset.liveSeconds) || 5) * 1000;
+  // The fetched HTML may say how soon to ask again (a running job: soon; a finished one: rarely).
+  const every = () => (Number(region.dataset.liveSeconds) || 5) * 1000;
   let timer = null;
   let busy = false;
 
@@ -22,6 +23,11 @@ function liveRegion(region) {
       region.innerHTML = html;
       for (const id of open) document.getElementById(id)?.setAttribute("open", "");
       region.removeAttribute("data-stale");
+      const next = region.querySelector("[data-live-next-seconds]")?.dataset.liveNextSeconds;
+      if (next && next !== region.dataset.liveSeconds) {
+        region.dataset.liveSeconds = next;
+        schedule();
+      }
     } catch {
       region.setAttribute("data-stale", "");
     } finally {
@@ -31,7 +37,7 @@ function liveRegion(region) {
 
   function schedule() {
     clearInterval(timer);
-    timer = document.hidden ? null : setInterval(refresh, every);
+    timer = document.hidden ? null : setInterval(refresh, every());
   }
 
   document.addEventListener("visibilitychange", () => {
