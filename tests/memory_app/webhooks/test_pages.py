@@ -331,7 +331,7 @@ def test_members_who_are_not_admins_read_but_change_nothing(tenant: Tenant, memb
     for action in ("edit", "active", "secret", "test", "delete"):
         assert member.post(f"/webhooks/{webhook.pk}/{action}/", form_data(active="0")).status_code == 403, action
     page = member.get(f"/webhooks/{webhook.pk}/")
-    assert page.status_code == 200 and "<form" not in page.content.decode().split("<main>")[1]
+    assert page.status_code == 200 and "<form" not in page.content.decode().split("<main", 1)[1]
     assert member.get(f"/webhooks/deliveries/{delivery.pk}/").status_code == 200
     after = Webhook.objects.get()
     assert (after.url, after.active, after.secret, Webhook.objects.count()) == (
