@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from playwright.sync_api import Browser, Page, ViewportSize, expect, sync_playwright
+from playwright.sync_api import Browser, Locator, Page, ViewportSize, expect, sync_playwright
 
 from memory_app.tenancy import services as tenancy
 from memory_app.tenancy.models import Team, TeamMembership
@@ -96,6 +96,14 @@ def open_page(
     if user is not None:
         log_in(page, base_url, user)
     return page
+
+
+def nav_link(page: Page, name: str) -> Locator:
+    """A link of the main navigation, unfolding the phone's Menu first when it is folded."""
+    menu = page.get_by_role("button", name="Menu")
+    if menu.is_visible() and menu.get_attribute("aria-expanded") == "false":
+        menu.click()
+    return page.get_by_role("navigation", name="Main").get_by_role("link", name=name, exact=True)
 
 
 # Runs in the page. An element "spills" when its box reaches past the right edge of the

@@ -17,6 +17,7 @@ from playwright.sync_api import ViewportSize
 
 from experiences_app.models import SelectionLog
 from memory_app.facts.models import Fact
+from memory_app.usage.models import ContextServe
 from memory_app.webhooks.models import Webhook, WebhookDelivery
 from tests.browser_kit import DESKTOP, PHONE, assert_accessible, browser, layout_problems, open_page, shoot
 from tests.dashboard_world import World, build_world
@@ -41,7 +42,15 @@ def _ids(world: World) -> dict[str, str]:
     delivery = WebhookDelivery.objects.filter(team=team).order_by("created_at").first()
     selection = SelectionLog.objects.filter(team=team).order_by("created_at").first()
     webhook = Webhook.objects.filter(team=team).order_by("created_at").first()
-    for key, row in (("fact_id", fact), ("delivery_id", delivery), ("log_id", selection), ("webhook_id", webhook)):
+    served = ContextServe.objects.filter(team=team).order_by("created_at").first()
+    rows = (
+        ("fact_id", fact),
+        ("delivery_id", delivery),
+        ("log_id", selection),
+        ("webhook_id", webhook),
+        ("serve_id", served),
+    )
+    for key, row in rows:
         if row is not None:
             values[key] = str(row.pk)
     return values

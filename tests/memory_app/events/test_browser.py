@@ -10,7 +10,7 @@ from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import services
 from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
-from tests.browser_kit import WIDTHS, browser, check_page, member, open_page
+from tests.browser_kit import WIDTHS, browser, check_page, member, nav_link, open_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -43,7 +43,7 @@ def test_the_event_feed_fits_and_filters_by_type_and_session(live_server, viewpo
     ids = build_feed()
     with browser() as opened:
         page = open_page(opened, live_server.url, viewport=viewport)
-        page.get_by_role("navigation", name="Main").get_by_role("link", name="Events").click()
+        nav_link(page, "Events").click()
         expect(page.get_by_role("heading", name="Events in demo")).to_be_visible()
         expect(page.locator(".event-row")).to_have_count(8)
         expect(page.get_by_text("theirs")).to_have_count(0)
