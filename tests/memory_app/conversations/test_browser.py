@@ -30,22 +30,11 @@ from memory_app.conversations.models import MemoryType, Session
 from memory_app.ops import pages as ops_pages
 from memory_app.tenancy import services as tenancy
 from memory_app.tenancy.models import TeamMembership
+from tests.browser_kit import CHROMIUM, LAUNCH_ARGS, PASSWORD
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-LAUNCH_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SCREENSHOT = Path(settings.BASE_DIR) / "var" / "screenshots" / "session_page.png"
-PASSWORD = "a long browser test password"
 
 
 def gradient_png(width: int = 160, height: int = 96) -> bytes:
