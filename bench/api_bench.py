@@ -106,6 +106,8 @@ def bench_env(database_url: str) -> dict[str, str]:
         "DEBUG": "0",
         "MEMSITE_BENCH_FLOORS": "1",
         "LOG_LEVEL": "WARNING",
+        # Read by the limit floor as well, which checks keys with the product's own digest.
+        "API_KEY_HMAC_SECRET": os.environ.get("API_KEY_HMAC_SECRET", "memsite-bench-api-key-digest-secret"),
     }
 
 
@@ -423,7 +425,7 @@ def smoke_check(base_url: str, key: str, endpoints: list[Endpoint]) -> None:
             data = response.json()
             if endpoint.name.startswith("context"):
                 assert len(data["messages"]) == 21 and data["messages"][0]["role"] == "system", data
-            if endpoint.name == "read_floor":
+            if endpoint.name in ("read_floor", "read_limit"):
                 assert len(data["messages"]) == 20, data
 
 
@@ -454,7 +456,12 @@ def round_ratio(top: Result, bottom: Result, figure: str) -> float:
 def targets(results: dict[str, Result]) -> list[Target]:
     insert, append, read = results["insert_floor"], results["append"], results["read_floor"]
     small, large = results["context_1k"], results["context_100k"]
+    insert_limit, read_limit = results["insert_limit"], results["read_limit"]
+    cpu = "web_cpu_ms"
     return [
+        Target("append web CPU / insert limit web CPU", round_ratio(append, insert_limit, cpu), 4.0, at_least=False),
+        Target("context (1k) web CPU / read limit web CPU", round_ratio(small, read_limit, cpu), 4.0, at_least=False),
+        Target("context (100k) web CPU / read limit web CPU", round_ratio(large, read_limit, cpu), 4.0, at_least=False),
         Target("append req/s / insert floor req/s", round_ratio(append, insert, "rps"), 0.70, at_least=True),
         Target("append p99 / insert floor p99", round_ratio(append, insert, "p99_ms"), 1.5, at_least=False),
         Target("context (1k) req/s / read floor req/s", round_ratio(small, read, "rps"), 0.60, at_least=True),
@@ -477,6 +484,15 @@ def print_report(results: dict[str, Result], header: list[str]) -> bool:
         print(
             f"| {result.endpoint.name} | {result.rps:.0f} | {result.p50:.2f} | {result.p99:.2f} "
             f"| {result.web_cpu_ms:.2f} | {result.db_cpu_ms:.2f} | {runs} | {foreign:.0%} | {errors} |"
+        )
+    print()
+    print("| endpoint vs its limit floor (median of per-round ratios) | req/s | p99 | web CPU/req |")
+    print("|---|---:|---:|---:|")
+    for result in results.values():
+        limit = results["insert_limit" if result.endpoint.method == "POST" else "read_limit"]
+        print(
+            f"| {result.endpoint.name} / {limit.endpoint.name} | {round_ratio(result, limit, 'rps'):.2f} "
+            f"| {round_ratio(result, limit, 'p99_ms'):.2f} | {round_ratio(result, limit, 'web_cpu_ms'):.2f} |"
         )
     print()
     print("| ratio (median of the per-round ratios) | value | target | result |")
@@ -528,7 +544,7 @@ def main() -> int:
 
         port = free_port()
         base_url = f"http://{HOST}:{port}"
-        server = start_gunicorn(env, port, workdir / "gunicorn.log")
+        server = start_gunicorn(env, port, workdir / "gunicorn.log", app="bench.wsgi")
         wait_ready(f"{base_url}/bench/floor/read/", auth(key), server)
         processes = ServerProcesses(args.pg_url, args.db_name, server.pid)
         append_names = [f"append-{i}" for i in range(args.append_sessions)]
@@ -541,8 +557,10 @@ def main() -> int:
         print(f"seeded {args.small} + {args.large} messages in {time.monotonic() - seeding:.1f} s", flush=True)
 
         endpoints = [
+            Endpoint("insert_limit", "POST", ["/bench/limit/insert/"], APPEND_BODY),
             Endpoint("insert_floor", "POST", ["/bench/floor/insert/"], APPEND_BODY),
             Endpoint("append", "POST", [f"/api/v1/sessions/{ids[n]}/messages/" for n in append_names], APPEND_BODY),
+            Endpoint("read_limit", "GET", ["/bench/limit/read/"]),
             Endpoint("read_floor", "GET", ["/bench/floor/read/"]),
             Endpoint("context_1k", "GET", [f"/api/v1/sessions/{ids['1k']}/context/"]),
             Endpoint("context_100k", "GET", [f"/api/v1/sessions/{ids['100k']}/context/"]),

@@ -38,8 +38,8 @@ CREATE_TABLES_SQL = (
         PRIMARY KEY (grp, seq)
     )""",
 )
-_INSERT_SQL = f"INSERT INTO {WRITE_TABLE} (role, content) VALUES (%s, %s) RETURNING id"  # noqa: S608
-_READ_SQL = f"SELECT role, content FROM {READ_TABLE} WHERE grp = %s ORDER BY seq DESC LIMIT %s"  # noqa: S608
+WRITE_SQL = f"INSERT INTO {WRITE_TABLE} (role, content) VALUES (%s, %s) RETURNING id"  # noqa: S608
+READ_SQL = f"SELECT role, content FROM {READ_TABLE} WHERE grp = %s ORDER BY seq DESC LIMIT %s"  # noqa: S608
 READ_GROUP = 0
 
 
@@ -49,7 +49,7 @@ class InsertFloorView(APIView):
     def post(self, request: Request) -> Response:
         data = request.data
         with connection.cursor() as cursor:
-            cursor.execute(_INSERT_SQL, [data.get("role"), json.dumps(data.get("content"))])
+            cursor.execute(WRITE_SQL, [data.get("role"), json.dumps(data.get("content"))])
             (row_id,) = cursor.fetchone()
         return Response({"id": row_id}, status=status.HTTP_201_CREATED)
 
@@ -59,7 +59,7 @@ class ReadFloorView(APIView):
 
     def get(self, request: Request) -> Response:
         with connection.cursor() as cursor:
-            cursor.execute(_READ_SQL, [READ_GROUP, WINDOW])
+            cursor.execute(READ_SQL, [READ_GROUP, WINDOW])
             rows = cursor.fetchall()
         # psycopg decodes `json` columns (as it does the messages' content for the API).
         messages = [{"role": role, "content": content} for role, content in reversed(rows)]

@@ -101,11 +101,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_gunicorn(env: dict[str, str], port: int, log_path: Path, workers: int = 2) -> subprocess.Popen[bytes]:
+def start_gunicorn(
+    env: dict[str, str], port: int, log_path: Path, workers: int = 2, app: str = "memsite.wsgi"
+) -> subprocess.Popen[bytes]:
     """gunicorn as `make run` starts it (sync workers), on loopback; its output goes to log_path."""
     command = [
         str(BIN / "gunicorn"),
-        "memsite.wsgi",
+        app,
         "--chdir",
         str(ROOT),
         "--bind",
