@@ -114,7 +114,7 @@ def bench_env(database_url: str) -> dict[str, str]:
 def seed_floor(rows: int) -> None:
     from django.db import connection
 
-    from bench import floors
+    from bench import floor_tables as floors
 
     with connection.cursor() as cursor:
         for statement in floors.CREATE_TABLES_SQL:

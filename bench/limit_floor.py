@@ -20,7 +20,7 @@ from typing import Any
 
 import psycopg
 
-from bench.floors import READ_GROUP, READ_SQL, WINDOW, WRITE_SQL
+from bench.floor_tables import READ_GROUP, READ_SQL, WINDOW, WRITE_SQL
 
 PREFIX = "/bench/limit/"
 KEY_PREFIX_LENGTH = len("msk_") + 8
