@@ -62,11 +62,15 @@ def _use_django_logging(**_: object) -> None:
 
 @task_prerun.connect
 def _drop_stale_connections(**_: object) -> None:
-    """What Django does before each request: connections are reused across tasks
-    (CELERY_DB_REUSE_MAX), so close one that errored or outlived CONN_MAX_AGE first."""
-    from django.db import close_old_connections
+    """Connections are reused across tasks (CELERY_DB_REUSE_MAX), so close one that errored,
+    outlived CONN_MAX_AGE or no longer answers (a restarted server) before the task runs: a
+    ping per task is cheap beside the task, and a query failing mid-task would cost an attempt."""
+    from django.db import close_old_connections, connections
 
     close_old_connections()
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is not None and not connection.is_usable():
+            connection.close()
 
 
 @task_prerun.connect

@@ -9,6 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.middleware import AuthenticationMiddleware
+from django.contrib.messages.middleware import MessageMiddleware
+from django.contrib.sessions.middleware import SessionMiddleware
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 
@@ -166,3 +169,38 @@ class RequestMetricsMiddleware:
             },
         )
         return response
+
+
+# --- browser-only middleware, skipped by API calls made with a key -----------------------------
+
+
+def is_api_key_request(request: HttpRequest) -> bool:
+    """An API call that authenticates with a Bearer key: it has no cookie session, no CSRF token
+    and no flash messages to keep, so the browser's middleware has nothing to do for it.
+
+    A call under /api/ without a Bearer header (the Swagger UI of a logged-in user) still takes
+    the whole browser path, so DRF's session authentication and its CSRF check keep working.
+    """
+    return request.path_info.startswith("/api/") and request.META.get("HTTP_AUTHORIZATION", "").startswith("Bearer ")
+
+
+class BrowserOnly:
+    """Mixin for a Django middleware that only browser requests need (one whose work is all in
+    process_request/process_response): an API-key request passes straight through it."""
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if is_api_key_request(request):
+            return self.get_response(request)  # type: ignore[attr-defined]  # the middleware's own
+        return super().__call__(request)  # type: ignore[misc]  # the middleware's own
+
+
+class BrowserSessionMiddleware(BrowserOnly, SessionMiddleware):
+    pass
+
+
+class BrowserAuthenticationMiddleware(BrowserOnly, AuthenticationMiddleware):
+    pass
+
+
+class BrowserMessageMiddleware(BrowserOnly, MessageMiddleware):
+    pass

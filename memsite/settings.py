@@ -25,6 +25,9 @@ if not SECRET_KEY:
 # API keys are verified with an HMAC keyed by this secret; rotating SECRET_KEY must not
 # invalidate every key, so it can be pinned separately.
 API_KEY_HMAC_SECRET = env_str("API_KEY_HMAC_SECRET") or SECRET_KEY
+# How long each web process remembers a verified API key (and its team): the bound on how long
+# a revoked key keeps working on other processes. 0 looks every key up on every request.
+API_KEY_CACHE_SECONDS = env_int("MEMSITE_API_KEY_CACHE_SECONDS", 5, minimum=0)
 
 DEBUG = env_bool("DEBUG", default=DJANGO_ENV == "development")
 if PRODUCTION and DEBUG:
@@ -63,11 +66,14 @@ MIDDLEWARE = [
     "memsite.middleware.BodySizeLimitMiddleware",
     "memsite.middleware.NulInUrlMiddleware",
     "memsite.middleware.DatabaseUnavailableMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    # Django's session, auth and messages middleware, passed through by API calls made with a
+    # Bearer key (memsite.middleware.BrowserOnly): nothing of theirs applies to those. CSRF stays
+    # whole (API views are exempt anyway, and the deploy check looks for Django's own class).
+    "memsite.middleware.BrowserSessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "memsite.middleware.BrowserAuthenticationMiddleware",
+    "memsite.middleware.BrowserMessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -94,7 +100,12 @@ TEMPLATES = [
 DATABASE_URL = env_str("DATABASE_URL")
 CONN_MAX_AGE = env_int("DB_CONN_MAX_AGE", 60, minimum=0)
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=CONN_MAX_AGE, conn_health_checks=True)}
+    # No health-check ping before each request's first query (a round trip per API call): a
+    # connection the server dropped fails that query, the request answers the JSON 503 with
+    # Retry-After (memsite.middleware, memsite.api_errors), and Django closes the broken
+    # connection as the request ends, so the retry reconnects. Workers ping before each task
+    # instead (memsite.celery), where a failed query would cost a job attempt.
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=CONN_MAX_AGE, conn_health_checks=False)}
 else:
     DATABASES = {
         "default": {
@@ -228,7 +239,7 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Celery's Django fixup closes the database connection around every task unless this is
 # set, so each compaction would start a new PostgreSQL backend (~5 ms). Connections are
-# still closed after this many tasks, and Django's CONN_HEALTH_CHECKS drops broken ones.
+# still closed after this many tasks, and a ping before each task drops broken ones (memsite.celery).
 CELERY_DB_REUSE_MAX = env_int("MEMSITE_WORKER_DB_REUSE_MAX", 200, minimum=0)
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from rest_framework import serializers
@@ -30,6 +33,21 @@ class TeamScopedView(APIView):
 
 
 def query_params(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
-    serializer = serializer_class(data=request.query_params)
+    if not request.query_params:
+        # Most agent calls send no query string; its validation is the same in every request.
+        return dict(_validated_without_parameters(serializer_class))
+    return _validated(serializer_class, request.query_params)
+
+
+def _validated(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
+    serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return dict(serializer.validated_data)
+
+
+@functools.cache
+def _validated_without_parameters(serializer_class: type[serializers.Serializer]) -> Mapping[str, Any]:
+    """What an empty query string validates to: the fields' defaults, fixed per process (no
+    query serializer has a default computed per call; a mutable one would be shared, so the
+    mapping is read-only and callers get a shallow copy)."""
+    return MappingProxyType(_validated(serializer_class, {}))

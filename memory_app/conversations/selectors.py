@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import (
     Case,
     CharField,
@@ -66,22 +66,21 @@ def select_rows(sql: str, params: Sequence[Any], fields: Sequence[ModelField]) -
     For the small reads every context or session request makes: building those queries
     through the ORM took longer than PostgreSQL takes to run them.
     """
+    # The connection itself, not django.db's proxy to it: the converters ask it for its vendor
+    # once per value, and each question through the proxy is a context-local lookup.
+    db = connections[DEFAULT_DB_ALIAS]
     converters = [
-        (
-            index,
-            field.cached_col,
-            connection.ops.get_db_converters(field.cached_col) + field.get_db_converters(connection),
-        )
+        (index, field.cached_col, db.ops.get_db_converters(field.cached_col) + field.get_db_converters(db))
         for index, field in enumerate(fields)
     ]
     converters = [entry for entry in converters if entry[2]]
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         rows = [list(row) for row in cursor.fetchall()]
     for row in rows:
         for index, column, functions in converters:
             for convert in functions:
-                row[index] = convert(row[index], column, connection)
+                row[index] = convert(row[index], column, db)
     return rows
 
 
