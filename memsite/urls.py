@@ -13,6 +13,9 @@ handler404 = "memsite.api_errors.page_not_found"
 handler500 = "memsite.api_errors.server_error"
 
 urlpatterns = [
+    # The API first: agents call it on every turn, and Django tries these patterns in order.
+    path("api/v1/", include("memory_app.api.urls")),
+    path("api/v1/", include("experiences_app.api.urls")),
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
@@ -32,8 +35,6 @@ urlpatterns = [
     # The MCP server (docs/mcp.md); hosts are often configured without the trailing slash.
     path("mcp/", mcp_endpoint, name="mcp"),
     path("mcp", mcp_endpoint),
-    path("api/v1/", include("memory_app.api.urls")),
-    path("api/v1/", include("experiences_app.api.urls")),
     path("experiences/", include(("experiences_app.urls", "experiences"), namespace="experiences")),
     path("", include(("memory_app.urls", "dashboard"), namespace="dashboard")),
 ]

@@ -79,6 +79,8 @@ def select_rows(sql: str, params: Sequence[Any], fields: Sequence[ModelField]) -
         rows = [list(row) for row in cursor.fetchall()]
     for row in rows:
         for index, column, functions in converters:
+            if row[index] is None:
+                continue  # every converter Django and memsite define keeps NULL as None
             for convert in functions:
                 row[index] = convert(row[index], column, db)
     return rows

@@ -9,7 +9,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 from django.db.models import Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -268,6 +268,9 @@ def _insert_numbered(*, session_id: uuid.UUID, team_id: int, rows: list[Message]
     round trip instead of four (BEGIN, UPDATE, INSERT, COMMIT). Nothing is written, and
     NotFound raised, when the team has no such session.
     """
+    # The connection itself, not django.db's proxy: each field's prep asks it for its vendor and
+    # operations, and every question through the proxy is a context-local lookup.
+    db = connections[DEFAULT_DB_ALIAS]
     fields = Message._meta.concrete_fields
     added_tokens = sum(row.token_count for row in rows)
     values = [
@@ -275,7 +278,7 @@ def _insert_numbered(*, session_id: uuid.UUID, team_id: int, rows: list[Message]
         [
             len(rows) - 1 - offset
             if field.attname == "seq"
-            else field.get_db_prep_save(field.pre_save(row, add=True), connection)
+            else field.get_db_prep_save(field.pre_save(row, add=True), db)
             for field in fields
         ]
         for offset, row in enumerate(rows)
@@ -286,12 +289,12 @@ def _insert_numbered(*, session_id: uuid.UUID, team_id: int, rows: list[Message]
         added_tokens,
         added_tokens,
         timezone.now(),
-        Session._meta.pk.get_db_prep_value(session_id, connection),
+        Session._meta.pk.get_db_prep_value(session_id, db),
         team_id,
         *(row[index] for row in values for index in kept),
     ]
     sql = _numbered_insert_sql(len(rows), tuple(fields[index].attname for index in kept))
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         results = cursor.fetchall()
     if not results:
