@@ -275,10 +275,6 @@ def _first_user(session_id: Any) -> dict[str, Any] | None:
     )
 
 
-def _messages_after(session_id: Any, seq: int) -> list[dict[str, Any]]:
-    return list(Message.objects.filter(session_id=session_id, seq__gt=seq).order_by("seq").values(*CONTEXT_FIELDS))
-
-
 def _fingerprint(session_id: Any, after: int, through: int) -> tuple[int, Any]:
     """Count and latest edit time of a seq range: changes if a covered message changes."""
     agg = Message.objects.filter(session_id=session_id, seq__gt=after, seq__lte=through).aggregate(
@@ -289,7 +285,18 @@ def _fingerprint(session_id: Any, after: int, through: int) -> tuple[int, Any]:
 
 def payload_bytes(messages: list[dict[str, Any]]) -> int:
     """Serialized size of the messages as sent to an LLM (what a 413 is about)."""
-    return len(json.dumps([to_openai_message(m) for m in messages], ensure_ascii=False).encode())
+    return list_bytes([message_bytes(m) for m in messages])
+
+
+def message_bytes(message: dict[str, Any]) -> int:
+    """One message's share of `payload_bytes`."""
+    return len(json.dumps(to_openai_message(message), ensure_ascii=False).encode())
+
+
+def list_bytes(sizes: list[int]) -> int:
+    """`payload_bytes` of messages of these sizes: JSON's brackets and ", " between items, so a
+    message counted once counts in any list it is part of (before and after a compaction)."""
+    return 2 + sum(sizes) + 2 * max(len(sizes) - 1, 0)
 
 
 def active_tokens(session: Session, run: CompactionRun | None) -> int:
@@ -339,7 +346,7 @@ def _plan(run: CompactionRun, session: Session, config: memory_config.ManagedMem
     processors run, and what summarization (if it runs) reads."""
     previous = latest_done_run(session.pk)
     after = covered_through(previous)
-    rows = _messages_after(session.pk, after)
+    rows = served_context.message_rows_after(session, after=after)
     head = [dict(m) for m in (previous.summary or [])] if previous else []
     items = [pipeline.Item(role=m["role"], tokens=int(m.get("token_count") or 0)) for m in head]
     items += [served_context.row_item(row, config) for row in rows]
@@ -531,7 +538,8 @@ def _write_summary(
     fields = {**seen, "stages": [s.to_json() for s in stages]}
     # The raw messages after the summarised range (summary messages carry no seq; the kept
     # instruction does, with its kind).
-    tail = [m for m in plan.pre_messages if m.get("kind") is None and m.get("seq", 0) > plan.through_seq]
+    in_tail = [m.get("kind") is None and m.get("seq", 0) > plan.through_seq for m in plan.pre_messages]
+    tail = [m for m, kept in zip(plan.pre_messages, in_tail, strict=True) if kept]
     pre = (
         [{"role": "system", "content": session.system_prompt, "token_count": session.system_prompt_tokens}]
         if session.system_prompt
@@ -540,7 +548,12 @@ def _write_summary(
     pre_all = pre + [dict(m, token_count=m.get("token_count") or _count(m)) for m in plan.pre_messages]
     post_all = pre + summary.messages + tail
     is_payload = run.trigger == CompactionRun.Trigger.PAYLOAD_ERROR
-    pre_bytes, post_bytes = payload_bytes(pre_all), payload_bytes(post_all)
+    # Each message is serialised once: the tail is in both lists.
+    head_sizes = [message_bytes(m) for m in pre]
+    sizes = [message_bytes(m) for m in plan.pre_messages]
+    tail_sizes = [size for size, kept in zip(sizes, in_tail, strict=True) if kept]
+    pre_bytes = list_bytes(head_sizes + sizes)
+    post_bytes = list_bytes(head_sizes + [message_bytes(m) for m in summary.messages] + tail_sizes)
     if is_payload and post_bytes >= pre_bytes:
         reason = f"payload not reduced ({pre_bytes} -> {post_bytes} bytes)"
         return _finish_failed(run, session, reason, started, fields=fields)

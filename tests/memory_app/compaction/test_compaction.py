@@ -447,3 +447,24 @@ def test_payload_recovery_that_cannot_shrink_fails_and_changes_nothing(api, llm_
     assert compaction.compaction_execute(run_id=run_id) == "failed"
     assert "payload not reduced" in CompactionRun.objects.get(pk=run_id).error
     assert [m["content"] for m in context(api, session_id)["messages"]][1:] == ["hi", "yo", "ok", "fine"]
+
+
+def test_payload_bytes_are_the_size_of_the_json_an_llm_is_sent():
+    import json
+
+    from memory_app.compaction.services import payload_bytes
+    from memory_client.vocabulary.messages import to_openai_message
+
+    messages = [
+        {"role": "system", "content": "Tu es prudent."},
+        {"role": "user", "content": "Résumé: 北京 → ✓", "token_count": 9},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": '{"path": "/"}'}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "bin\netc"},
+    ]
+    for count in range(len(messages) + 1):
+        sent = json.dumps([to_openai_message(m) for m in messages[:count]], ensure_ascii=False).encode()
+        assert payload_bytes(messages[:count]) == len(sent)
