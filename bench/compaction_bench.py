@@ -67,7 +67,6 @@ from bench.harness import (
     settle_database,
     setup_django,
 )
-from memory_app.tenancy import services as tenancy
 
 HOST = "127.0.0.1"
 SYSTEM_PROMPT = "You are a careful assistant that remembers what the team decided."
@@ -904,6 +903,7 @@ def main() -> int:
 
         from memory_app.compaction import services as compaction
         from memory_app.compaction.models import CompactionRun
+        from memory_app.tenancy import services as tenancy  # after setup_django: it loads models
 
         if settings.DEBUG or not settings.CELERY_BROKER_URL.startswith("redis://"):
             raise RuntimeError("expected DEBUG off and the Redis broker")

@@ -78,7 +78,6 @@ from bench.harness import (
     settle_database,
     setup_django,
 )
-from memory_app.tenancy import services as tenancy
 
 HOST = "127.0.0.1"
 PAGE = 50  # the API's default page of facts
@@ -842,6 +841,7 @@ def main() -> int:
         from django.conf import settings
 
         from memory_app.conversations import services
+        from memory_app.tenancy import services as tenancy  # after setup_django: it loads models
 
         if settings.DEBUG or not settings.CELERY_BROKER_URL.startswith("redis://"):
             raise RuntimeError("expected DEBUG off and the Redis broker")

@@ -74,7 +74,6 @@ from bench.harness import (
     wait_ready,
 )
 from bench.selection_bench import ROLES, make_query, seed_experiences
-from memory_app.tenancy import services as tenancy
 
 # The operation mix: (name, weight). Appends dominate as in an agent loop (every turn is written),
 # context is read before most LLM calls, facts and experiences are looked up less often.
@@ -545,6 +544,7 @@ def report(header: list[str], runs: list[RunFigures]) -> None:
 
 
 def seed(args: argparse.Namespace) -> list[Agent]:
+    from memory_app.tenancy import services as tenancy  # after setup_django: it loads models
 
     rng = random.Random(args.seed)
     team = tenancy.team_get_or_create(name="load")

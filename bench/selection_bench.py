@@ -67,7 +67,6 @@ from bench.harness import (
     settle_database,
     setup_django,
 )
-from memory_app.tenancy import services as tenancy
 
 HOST = "127.0.0.1"
 INSTANT_BACKEND = "bench.selection_bench.InstantBackend"
@@ -699,6 +698,8 @@ def main() -> int:
         migrate(env)
         setup_django({**env, "LOG_LEVEL": "WARNING"})
         from django.conf import settings
+
+        from memory_app.tenancy import services as tenancy  # after setup_django: it loads models
 
         if settings.DEBUG or settings.LLM_BACKEND != INSTANT_BACKEND:
             raise RuntimeError("expected DEBUG off and the instant LLM backend")
