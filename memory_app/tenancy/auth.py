@@ -69,8 +69,9 @@ def _remember(digest: str, api_key: ApiKey, now: float) -> None:
     if seconds <= 0:
         return
     if len(_verified_keys) >= VERIFIED_KEYS_MAX:
-        for stale in [d for d, (expires, _) in _verified_keys.items() if expires <= now]:
-            del _verified_keys[stale]
+        # A copy: another thread of a threaded server may add a key meanwhile.
+        for stale in [d for d, (expires, _) in list(_verified_keys.items()) if expires <= now]:
+            _verified_keys.pop(stale, None)
         if len(_verified_keys) >= VERIFIED_KEYS_MAX:
             _verified_keys.clear()
     _verified_keys[digest] = (now + seconds, api_key)
