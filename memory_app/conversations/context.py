@@ -147,12 +147,6 @@ def _rows(session: Session, *, after: int, through: int, limit: int, newest_firs
     return rows[::-1] if newest_first else rows
 
 
-def message_rows_after(session: Session, *, after: int) -> list[dict[str, Any]]:
-    """Every message row with seq > after, oldest first, read as the context reads them (what a
-    compaction summarises; one hand-written SELECT instead of the ORM's per-row machinery)."""
-    return _rows(session, after=after, through=NEWEST, limit=NEWEST)
-
-
 @functools.cache
 def _meta_sql() -> str:
     """Everything the processors need of a message row, none of its content but two flags."""
