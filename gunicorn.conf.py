@@ -1,5 +1,6 @@
-"""gunicorn settings used by the Procfile: the metrics hooks of prometheus_client's
-multiprocess mode (each worker writes its samples to PROMETHEUS_MULTIPROC_DIR)."""
+"""gunicorn settings used by the Procfile: threaded workers sized for the event streams, and the
+metrics hooks of prometheus_client's multiprocess mode (each worker writes its samples to
+PROMETHEUS_MULTIPROC_DIR)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,22 @@ def _metrics_dir() -> str:
     from django.conf import settings
 
     return settings.PROMETHEUS_MULTIPROC_DIR
+
+
+def _threads_per_worker() -> int:
+    """Enough threads that a worker holding every stream the deployment allows still has
+    MEMSITE_WEB_THREADS for the API (streams past the cap are refused before they take one)."""
+    from django.conf import settings
+
+    return settings.WEB_THREADS + settings.SSE_MAX_STREAMS
+
+
+# A held connection (an event stream) costs a thread, not the process that serves the API:
+# with sync workers two streams stalled the whole server. gthread also keeps idle keep-alive
+# connections in its poller instead of a thread, and does not kill a request for outliving
+# --timeout (the worker's heartbeat runs in its main loop).
+worker_class = "gthread"
+threads = _threads_per_worker()
 
 
 def on_starting(server: Any) -> None:

@@ -5,7 +5,7 @@ from memory_app.agent_records.models import AgentMemory, AgentMemoryEntry
 from memory_app.api.models import IdempotencyRecord
 from memory_app.compaction.models import CompactionRun
 from memory_app.conversations.models import MemoryType, Message, Session
-from memory_app.events.models import MemoryEvent
+from memory_app.events.models import EventStreamLease, MemoryEvent
 from memory_app.facts.models import Fact, FactExtractionRun
 from memory_app.rounds.models import Attachment, Round, ScratchEntry, SharedMemoryEntry
 from memory_app.search.models import IndexRun, SearchItem, SearchKind
@@ -21,6 +21,7 @@ __all__ = [
     "Attachment",
     "CompactionRun",
     "ContextServe",
+    "EventStreamLease",
     "Fact",
     "FactExtractionRun",
     "IdempotencyRecord",

@@ -30,6 +30,9 @@ from memsite.errors import (
     MessageIdReused,
     NotFound,
     PayloadTooLarge,
+    RetryLater,
+    StreamsUnavailable,
+    TooManyStreams,
 )
 from memsite.middleware import DATABASE_ERRORS, database_unavailable_body
 
@@ -42,6 +45,8 @@ _DOMAIN_STATUS: dict[type[DomainError], int] = {
     LLMFailed: status.HTTP_502_BAD_GATEWAY,
     LLMUnavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
     BudgetExceeded: status.HTTP_429_TOO_MANY_REQUESTS,
+    TooManyStreams: status.HTTP_429_TOO_MANY_REQUESTS,
+    StreamsUnavailable: status.HTTP_503_SERVICE_UNAVAILABLE,
     PayloadTooLarge: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
 }
 
@@ -102,7 +107,7 @@ def _error_response(exc: Exception, context: dict[str, Any]) -> Response | None:
     response: Response | None
     if isinstance(exc, DomainError):
         response = Response(error_body(exc.code, exc.detail, exc.fields), status=_DOMAIN_STATUS.get(type(exc), 400))
-        if isinstance(exc, BudgetExceeded):
+        if isinstance(exc, RetryLater):
             response["Retry-After"] = str(int(exc.retry_after))
         return response
     if isinstance(exc, DATABASE_ERRORS):

@@ -44,14 +44,30 @@ class LLMUnavailable(DomainError):
     code = "llm_unavailable"
 
 
-class BudgetExceeded(DomainError):
-    """The team's daily LLM token budget is spent; `retry_after` is the seconds until it renews."""
-
-    code = "budget_exceeded"
+class RetryLater(DomainError):
+    """Refused for now: the same request may succeed after `retry_after` seconds (Retry-After)."""
 
     def __init__(self, detail: str, *, retry_after: float) -> None:
         super().__init__(detail)
         self.retry_after = retry_after
+
+
+class BudgetExceeded(RetryLater):
+    """The team's daily LLM token budget is spent; `retry_after` is the seconds until it renews."""
+
+    code = "budget_exceeded"
+
+
+class TooManyStreams(RetryLater):
+    """This API key already holds as many live streams as one key may."""
+
+    code = "too_many_streams"
+
+
+class StreamsUnavailable(RetryLater):
+    """The deployment holds as many live streams as it serves: a new one must wait for one to end."""
+
+    code = "streams_unavailable"
 
 
 class LLMFailed(DomainError):

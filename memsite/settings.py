@@ -363,11 +363,18 @@ AGENT_MEMORY_MEDIUM_MAX_BYTES = env_int("MEMSITE_AGENT_MEMORY_MEDIUM_MAX_BYTES",
 
 # --- Live event feed: server-sent events and webhooks -----------------------------------------
 # A stream polls the events table this often, sends a heartbeat comment this often, and ends
-# after SSE_MAX_SECONDS (the client reconnects with Last-Event-ID): a gunicorn sync worker kills
-# a request that outlives its --timeout (30 s by default), so keep the lifetime below it.
+# after SSE_MAX_SECONDS with its resume cursor (the client reconnects with Last-Event-ID), so no
+# connection is held forever and load spreads again over the web nodes.
 SSE_POLL_SECONDS = env_float("MEMSITE_SSE_POLL_SECONDS", 0.5)
 SSE_HEARTBEAT_SECONDS = env_float("MEMSITE_SSE_HEARTBEAT_SECONDS", 10.0)
-SSE_MAX_SECONDS = env_float("MEMSITE_SSE_MAX_SECONDS", 25.0)
+SSE_MAX_SECONDS = env_float("MEMSITE_SSE_MAX_SECONDS", 300.0)
+# Streams open at once, in the whole deployment and per API key: past either the stream is refused
+# (503 / 429 with Retry-After) instead of taking the threads that serve the API.
+SSE_MAX_STREAMS = env_int("MEMSITE_SSE_MAX_STREAMS", 20, minimum=1)
+SSE_MAX_STREAMS_PER_KEY = env_int("MEMSITE_SSE_MAX_STREAMS_PER_KEY", 4, minimum=1)
+# Threads of each gunicorn worker kept for everything but streams (gunicorn.conf.py gives each
+# worker this many plus SSE_MAX_STREAMS, so streams alone can never occupy a worker's threads).
+WEB_THREADS = env_int("MEMSITE_WEB_THREADS", 8, minimum=1)
 # A hole in the event ids may be a transaction still committing: the stream waits this long for it.
 SSE_GAP_GRACE_SECONDS = env_float("MEMSITE_SSE_GAP_GRACE_SECONDS", 2.0)
 WEBHOOK_TIMEOUT = env_float("MEMSITE_WEBHOOK_TIMEOUT", 10.0)

@@ -8,6 +8,7 @@ run, PostgreSQL and Redis. The worker reaches the scripted LLM server over HTTP.
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -100,23 +101,27 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_gunicorn(env: dict[str, str], workers: int) -> tuple[subprocess.Popen[str], str]:
-    """gunicorn as the Procfile runs it (gunicorn.conf.py and its hooks), once its `workers`
-    are up; the process and its base URL."""
+def procfile_web_arguments() -> list[str]:
+    """The gunicorn arguments of the Procfile's `web` process (what `make run` starts), from the
+    application on, without its --bind."""
+    line = next(line for line in (ROOT / "Procfile").read_text().splitlines() if line.startswith("web:"))
+    words = shlex.split(line.partition(":")[2])
+    arguments = words[words.index("memsite.wsgi") :]
+    bind = arguments.index("--bind")
+    del arguments[bind : bind + 2]
+    return arguments
+
+
+def start_gunicorn(env: dict[str, str], workers: int | None = None) -> tuple[subprocess.Popen[str], str]:
+    """gunicorn as the Procfile runs it (its arguments, gunicorn.conf.py and its hooks), with
+    `workers` if given, once its workers are up; the process and its base URL."""
     port = free_port()
+    arguments = procfile_web_arguments()
+    if workers is not None:
+        arguments += ["--workers", str(workers)]  # the last one given wins
+    workers = int([arguments[at + 1] for at, word in enumerate(arguments) if word == "--workers"][-1])
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "memsite.wsgi",
-            "--config",
-            "gunicorn.conf.py",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            str(workers),
-        ],
+        [sys.executable, "-m", "gunicorn", *arguments, "--bind", f"127.0.0.1:{port}"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -90,6 +90,13 @@ class EventStreamView(TeamScopedView):
                 "(the events list's shape); `: heartbeat` comments in between. The stream ends after "
                 "MEMSITE_SSE_MAX_SECONDS; reconnect with Last-Event-ID.",
             ),
+            429: OpenApiResponse(
+                description="This key holds MEMSITE_SSE_MAX_STREAMS_PER_KEY streams already (Retry-After says when "
+                "to try again)."
+            ),
+            503: OpenApiResponse(
+                description="The deployment serves MEMSITE_SSE_MAX_STREAMS streams already (Retry-After)."
+            ),
         },
     )
     def get(self, request: Request) -> StreamingHttpResponse:
@@ -98,7 +105,10 @@ class EventStreamView(TeamScopedView):
         cursor = events.EventCursor(
             team=self.team, session=session, position=_resume_point(request, query.get("after"))
         )
-        response = StreamingHttpResponse(events.event_stream(cursor=cursor), content_type="text/event-stream")
+        lease = events.stream_lease_open(api_key=self.api_key)
+        response = StreamingHttpResponse(
+            events.LeasedEventStream(cursor=cursor, lease=lease), content_type="text/event-stream"
+        )
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # nginx would otherwise hold events back in its buffer
         return response

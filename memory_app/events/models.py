@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import models
 
 from memory_app.conversations.models import Session
-from memory_app.tenancy.models import Team
+from memory_app.tenancy.models import ApiKey, Team
 from memsite.fields import JSONField
 
 
@@ -36,3 +36,20 @@ class MemoryEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.session_id or self.team_id}"
+
+
+class EventStreamLease(models.Model):
+    """One open event stream, counted against the per-key and per-deployment caps.
+
+    A row per stream (not a counter in one process) because the caps hold across every web
+    process and node; a stream renews its row while it runs, so the row of a process that died
+    stops counting once it is older than the lease (events.services.STREAM_LEASE_SECONDS).
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="+")
+    api_key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="+")
+    opened_at = models.DateTimeField(auto_now_add=True)
+    renewed_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"stream of key {self.api_key_id} since {self.opened_at:%H:%M:%S}"

@@ -5,15 +5,18 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
+from django.utils import timezone
 
 from memory_app.conversations import services
-from memory_app.events.models import MemoryEvent
+from memory_app.events.models import EventStreamLease, MemoryEvent
 from memory_app.events.services import EventCursor, event_record
 from tests.conftest import Tenant, make_tenant
+from tests.worker_process import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -199,3 +202,66 @@ def test_the_cursor_holds_back_events_behind_a_hole_until_it_fills_or_expires(al
     settings.SSE_GAP_GRACE_SECONDS = 0
     assert cursor.poll() == [after_hole]
     assert cursor.poll() == []
+
+
+def test_a_stream_ends_with_the_id_to_resume_from_and_a_reconnect_misses_nothing(
+    live_server: Any, alpha: Tenant, settings: Any
+) -> None:
+    settings.SSE_MAX_SECONDS = 0.3
+    session = services.session_create(team=alpha.team)
+    seen = record(alpha, MemoryEvent.Kind.RESET, session, n=1)
+    with stream(live_server.url, alpha.key) as response:
+        lines = list(response.iter_lines())
+    # `id:` without data: EventSource keeps it as Last-Event-ID without firing an event.
+    assert lines[-3:] == [f"id: {seen.pk}", f": stream ends; reconnect with Last-Event-ID {seen.pk}", ""]
+    missed_while_away = record(alpha, MemoryEvent.Kind.RESET, session, n=2)
+    with stream(live_server.url, alpha.key, headers={"Last-Event-ID": lines[-3].removeprefix("id: ")}) as response:
+        assert [m.id for m in parse(response.iter_lines()) if isinstance(m, Sse)] == [missed_while_away.pk]
+
+
+def refused(url: str, key: str) -> httpx.Response:
+    """The answer to opening one more stream; a refusal's JSON body is read, an open stream left."""
+    with stream(url, key) as response:
+        if response.status_code != 200:
+            response.read()
+    return response
+
+
+def test_a_key_past_its_stream_cap_is_refused_429_with_retry_after_and_a_slot_frees_when_a_client_leaves(
+    live_server: Any, alpha: Tenant, settings: Any
+) -> None:
+    settings.SSE_MAX_STREAMS_PER_KEY = 2
+    settings.SSE_HEARTBEAT_SECONDS = 0.1  # a stream notices its client left at its next write
+    first, second = stream(live_server.url, alpha.key), stream(live_server.url, alpha.key)
+    for opened in (first, second):
+        assert opened.__enter__().status_code == 200
+    answer = refused(live_server.url, alpha.key)
+    assert answer.status_code == 429
+    assert answer.json()["error"] == "too_many_streams"
+    assert "MEMSITE_SSE_MAX_STREAMS_PER_KEY" in answer.json()["detail"]
+    assert int(answer.headers["Retry-After"]) >= 1
+    other_key = make_tenant("stream-alpha-reader", role="read")  # another key is not held back
+    assert refused(live_server.url, other_key.key).status_code == 200
+    first.__exit__(None, None, None)
+    wait_for(lambda: EventStreamLease.objects.filter(api_key=alpha.api_key).count() == 1, timeout=10, what="release")
+    with stream(live_server.url, alpha.key) as response:
+        assert response.status_code == 200
+    second.__exit__(None, None, None)
+
+
+def test_the_deployment_cap_answers_503_and_a_lapsed_lease_stops_counting(
+    live_server: Any, alpha: Tenant, beta: Tenant, settings: Any
+) -> None:
+    settings.SSE_MAX_STREAMS = 1
+    with stream(live_server.url, alpha.key) as held:
+        assert held.status_code == 200
+        answer = refused(live_server.url, beta.key)
+        assert answer.status_code == 503
+        assert answer.json()["error"] == "streams_unavailable"
+        assert answer.headers["Retry-After"]
+        assert EventStreamLease.objects.count() == 1  # the refused stream left no lease behind
+        # A process killed mid-stream never releases its lease: once unrenewed past the lease
+        # time it no longer counts.
+        EventStreamLease.objects.update(renewed_at=timezone.now() - timedelta(seconds=3600))
+        with stream(live_server.url, beta.key) as response:
+            assert response.status_code == 200
