@@ -28,10 +28,22 @@ from memory_app.tenancy.models import ApiKey, Team, TeamMembership
 from memory_app.webhooks import services as webhooks
 from memory_app.webhooks.models import Webhook, WebhookDelivery
 from memsite.errors import Conflict
+from memsite.masking import mask_secrets_in
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
     """Rows written only by the services (the API); the admin may look, never touch."""
+
+    # What a worker wrote from an outside answer (an error, a traceback, raw LLM output): shown
+    # through mask_secrets, as on every page, since rows stored before masking hold what the worker
+    # saw. The admin never saves these rows, so the instance shown can carry the masked text.
+    worker_output_fields: tuple[str, ...] = ()
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Any:
+        obj = super().get_object(request, object_id, from_field)
+        for name in self.worker_output_fields if obj is not None else ():
+            setattr(obj, name, mask_secrets_in(getattr(obj, name)))
+        return obj
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -264,6 +276,7 @@ class MessageAdmin(ReadOnlyAdmin):
 
 @admin.register(MemoryEvent)
 class MemoryEventAdmin(ReadOnlyAdmin):
+    worker_output_fields = ("data",)  # a failed job's event quotes its error
     list_display = ["kind", "team", "session", "created_at"]
     list_filter = ["kind", "team"]
     search_fields = ["=session__id", "session__external_id"]
@@ -275,6 +288,7 @@ class MemoryEventAdmin(ReadOnlyAdmin):
 class CompactionRunAdmin(ReadOnlyAdmin):
     """The compaction ledger (job rows), read-only; failed runs can be retried through the service."""
 
+    worker_output_fields = ("error", "traceback")
     list_display = [
         "__str__",
         "team",
@@ -354,6 +368,7 @@ class FactAdmin(ReadOnlyAdmin):
 class FactExtractionRunAdmin(ReadOnlyAdmin):
     """Fact-extraction jobs, read-only; quarantined or failed ones can be retried or discarded."""
 
+    worker_output_fields = ("error", "traceback", "raw_output")
     list_display = ["__str__", "team", "status", "trigger", "range", "facts_added", "attempts", "created_at"]
     list_filter = ["status", "trigger", "team"]
     search_fields = ["=id", "=session__id", "session__external_id"]
@@ -401,6 +416,7 @@ class WebhookAdmin(ReadOnlyAdmin):
 
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(ReadOnlyAdmin):
+    worker_output_fields = ("error", "traceback", "response_body", "payload")
     list_display = ["kind", "webhook", "team", "status", "attempts", "response_code", "created_at"]
     list_filter = ["status", "kind", "team"]
     search_fields = ["=id", "webhook__url"]

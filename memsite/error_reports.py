@@ -17,23 +17,21 @@ from django.http import HttpRequest
 from django.template.defaultfilters import pprint
 from django.views.debug import SafeExceptionReporterFilter
 
+from memsite import masking
+
 # Django's list, plus the names service URLs and their derived settings go by. URL(?!CONF)
 # spares ROOT_URLCONF, which holds no secret and helps when reading a routing error.
 _HIDDEN_NAMES = re.compile(
     r"API|AUTH|TOKEN|KEY|SECRET|PASS|SIGNATURE|HTTP_COOKIE|URL(?!CONF)|BROKER|DATABASE|LOCATION",
     re.IGNORECASE,
 )
-# The user-information part of a URL ("scheme://user:password@"), up to the last "@" before the
-# path: a password may itself hold an "@" and URL parsers still accept it. The scheme's length is
-# bounded, else a long run like "a.a.a.a..." in a printed variable takes quadratic time.
-_URL_USERINFO = re.compile(r"\b([a-z][a-z0-9+.-]{0,31}://)[^\s/]+@", re.IGNORECASE)
-
 MASK = SafeExceptionReporterFilter.cleansed_substitute
 
 
 def mask_url_credentials(text: str) -> str:
-    """`text` with the user and password of every URL in it replaced by the mask."""
-    return _URL_USERINFO.sub(rf"\1{MASK}@", text)
+    """`text` with the user and password of every URL in it replaced by Django's own mask, the
+    one the rest of the error page shows (memsite.masking finds them)."""
+    return masking.mask_url_credentials(text, mask=MASK)
 
 
 class _Shown:

@@ -17,7 +17,7 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
-from django.conf import settings
+from memsite.masking import REDACTED, mask_secrets
 
 REQUEST_ID_HEADER = "memsite_request_id"  # the Celery message header carrying it
 request_id_var: ContextVar[str | None] = ContextVar("memsite_request_id", default=None)
@@ -27,7 +27,6 @@ task_var: ContextVar[tuple[str, str] | None] = ContextVar("memsite_task", defaul
 # quotes, newlines that could forge log lines, huge values) is replaced by a fresh id.
 _SANE_REQUEST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
-REDACTED = "[redacted]"
 # Keys whose values are secrets: masked wherever they appear in a log record's extras.
 _SECRET_KEY = re.compile(
     r"(authorization|api[_-]?key|secret|password|passwd|token|cookie|credential|signature|private[_-]?key)",
@@ -54,9 +53,6 @@ _CONTENT_KEYS = frozenset(
         "transcript",
     }
 )
-# Secret-looking substrings of free text: bearer credentials and memsite API keys.
-_SECRET_TEXT = re.compile(r"(?i)\b(?:(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}|msk_[A-Za-z0-9_-]{8,})")
-_SECRET_SETTINGS = ("SECRET_KEY", "API_KEY_HMAC_SECRET", "LLM_API_KEY", "METRICS_TOKEN")
 # Characters that can end a line or drive a terminal: C0 controls, DEL, C1 controls (NEL among
 # them) and the Unicode line and paragraph separators. A client who gets one into a message
 # (a request path, a header) could otherwise start what looks like a record of its own.
@@ -86,20 +82,6 @@ def clear_context(**_: Any) -> None:
     middleware returned, still has the id) and to Celery's `task_postrun`."""
     request_id_var.set(None)
     task_var.set(None)
-
-
-def mask_secrets(text: str) -> str:
-    """Mask configured secret values and secret-looking substrings in free text."""
-    for name in _SECRET_SETTINGS:
-        value = getattr(settings, name, "") or ""
-        # Short values would mask ordinary words; real secrets are long.
-        if len(value) >= 8 and value in text:
-            text = text.replace(value, REDACTED)
-    return _SECRET_TEXT.sub(_mask_match, text)
-
-
-def _mask_match(match: re.Match[str]) -> str:
-    return f"{match.group(1)} {REDACTED}" if match.group(1) else REDACTED
 
 
 def escape_control_chars(text: str) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import enum
 import ipaddress
+import re
 import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -36,6 +37,13 @@ METADATA_ADDRESSES = frozenset(
         ipaddress.ip_address("100.100.100.200"),  # Alibaba Cloud
     }
 )
+
+# A name a resolver can look up: dot-separated labels of letters, digits, hyphens and underscores
+# (container networks name services with them), 1 to 63 characters each, 253 in all. Anything else
+# ("127.0.0.1%2509", "localhost%00") is no name at all, even one that does not resolve yet.
+_HOST_LABEL = r"[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?"
+_HOST_NAME = re.compile(rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*")
+MAX_HOST_NAME = 253
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -245,8 +253,9 @@ def url_host(url: str) -> str:
 def check_outbound_url(url: str, *, allow_private: bool, resolve: bool = True, field: str = "url") -> None:
     """Raise UnsafeURL unless the server may connect to `url`.
 
-    Always refused: schemes other than http/https, URLs without a host or with a bad port,
-    cloud metadata hosts and addresses, link-local addresses (169.254.0.0/16, fe80::/10).
+    Always refused: schemes other than http/https, URLs without a host or with a bad port, a
+    host that is neither an address nor a valid host name (`127.0.0.1%2509`), cloud metadata
+    hosts and addresses, link-local addresses (169.254.0.0/16, fe80::/10).
     Refused unless `allow_private`: loopback, private, shared and reserved addresses (see
     SPECIAL_RANGES). An IPv6 address carrying an IPv4 address (IPv4-mapped or -compatible,
     NAT64, 6to4, Teredo) is refused when the IPv4 address would be.
@@ -274,9 +283,21 @@ def check_outbound_url(url: str, *, allow_private: bool, resolve: bool = True, f
     if literal is not None:
         _check_address(literal, host=host, allow_private=allow_private, field=field)
         return
+    if not is_host_name(host):
+        raise UnsafeURL(f"{host!r} is not a valid host name", reason=REASON_MALFORMED, field=field)
     if resolve:
         for address in _resolve(host, port):
             _check_address(address, host=host, allow_private=allow_private, field=field)
+
+
+def is_host_name(host: str) -> bool:
+    """Whether `host` (lower case, as `url_host` gives it) is a name a resolver could answer for;
+    an internationalised name counts in its ASCII (IDNA) form."""
+    try:
+        ascii_host = host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return False
+    return len(ascii_host) <= MAX_HOST_NAME and _HOST_NAME.fullmatch(ascii_host) is not None
 
 
 def host_allowlisted(host: str, allowed_hosts: Iterable[str]) -> bool:

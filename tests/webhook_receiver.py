@@ -22,6 +22,7 @@ class WebhookReceiver:
         self.default = default
         self.requests: list[Received] = []
         self.extra_headers: dict[str, str] = {}
+        self.body: bytes | None = None  # what every answer carries (default: {"received": <status>})
         self._lock = threading.Lock()
         receiver = self
 
@@ -34,7 +35,7 @@ class WebhookReceiver:
                 with receiver._lock:
                     receiver.requests.append(Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
                     status = receiver.statuses.pop(0) if receiver.statuses else receiver.default
-                payload = f'{{"received": {status}}}'.encode()
+                payload = receiver.body if receiver.body is not None else f'{{"received": {status}}}'.encode()
                 self.send_response(status)
                 for name, value in receiver.extra_headers.items():
                     self.send_header(name, value)

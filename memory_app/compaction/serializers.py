@@ -5,9 +5,11 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from memory_app.compaction.models import CompactionRun
+from memory_app.jobs.serializers import WorkerOutputSerializer
 
 
-class CompactionRunSerializer(serializers.ModelSerializer):
+class CompactionRunSerializer(WorkerOutputSerializer):
+    worker_output_fields = ("error",)
     session_id = serializers.UUIDField(read_only=True)
     summary = serializers.JSONField(read_only=True)
     stages_run = serializers.JSONField(read_only=True)

@@ -130,7 +130,7 @@ class WebhookListCreateView(TeamScopedView):
     @extend_schema(operation_id="webhooks_list", responses=ls.WebhookOutputSerializer(many=True))
     def get(self, request: Request) -> Response:
         hooks = webhook_selectors.webhook_list(team=self.team)
-        return Response(ls.WebhookOutputSerializer(hooks, many=True).data)
+        return Response(ls.WebhookOutputSerializer(hooks, many=True, context={"request": request}).data)
 
     @extend_schema(
         operation_id="webhooks_create",
@@ -145,7 +145,7 @@ class WebhookListCreateView(TeamScopedView):
         webhook, secret = webhooks.webhook_create(
             team=self.team, actor=f"key:{self.api_key.prefix}", **serializer.validated_data
         )
-        data = ls.WebhookOutputSerializer(webhook).data
+        data = ls.WebhookOutputSerializer(webhook, context={"request": request}).data
         data["secret"] = secret
         return Response(data, status=status.HTTP_201_CREATED)
 
@@ -155,7 +155,7 @@ class WebhookDetailView(WebhookScopedView):
 
     @extend_schema(operation_id="webhooks_retrieve", responses=ls.WebhookOutputSerializer)
     def get(self, request: Request, webhook_id: str) -> Response:
-        return Response(ls.WebhookOutputSerializer(self.get_webhook()).data)
+        return Response(ls.WebhookOutputSerializer(self.get_webhook(), context={"request": request}).data)
 
     @extend_schema(
         operation_id="webhooks_partial_update",
@@ -169,7 +169,7 @@ class WebhookDetailView(WebhookScopedView):
         serializer = ls.WebhookInputSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         webhook = webhooks.webhook_update(webhook=webhook, data=serializer.validated_data)
-        return Response(ls.WebhookOutputSerializer(webhook).data)
+        return Response(ls.WebhookOutputSerializer(webhook, context={"request": request}).data)
 
     @extend_schema(operation_id="webhooks_destroy", responses={204: None}, description="Admin key.")
     def delete(self, request: Request, webhook_id: str) -> Response:

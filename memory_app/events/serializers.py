@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from memory_app.events.models import MemoryEvent
+from memory_app.jobs.serializers import WorkerOutputSerializer
+from memory_app.tenancy.models import ApiKey
 from memory_app.webhooks.models import WEBHOOK_EVENT_KINDS, Webhook, WebhookDelivery
+from memsite.masking import mask_url
 from memsite.parsers import INT_MAX
 
 
@@ -49,6 +54,16 @@ class WebhookOutputSerializer(serializers.ModelSerializer):
     def get_secret(self, webhook: Webhook) -> str:
         return f"{webhook.secret_hint}…"
 
+    def to_representation(self, instance: Webhook) -> dict[str, Any]:
+        # The URL whole for an admin key only: read and write keys are agents', and a receiver's
+        # token often travels in the URL's query or user-information. The view passes the request
+        # in the context; without one, the URL is masked.
+        data = super().to_representation(instance)
+        api_key = getattr(self.context.get("request"), "auth", None)
+        if not (isinstance(api_key, ApiKey) and api_key.role == ApiKey.Role.ADMIN):
+            data["url"] = mask_url(data["url"])
+        return data
+
 
 class WebhookCreatedSerializer(WebhookOutputSerializer):
     secret = serializers.CharField(read_only=True, help_text="The signing secret. Shown this once; store it now.")
@@ -57,7 +72,8 @@ class WebhookCreatedSerializer(WebhookOutputSerializer):
         pass
 
 
-class WebhookDeliverySerializer(serializers.ModelSerializer):
+class WebhookDeliverySerializer(WorkerOutputSerializer):
+    worker_output_fields = ("error", "payload")
     event_id = serializers.IntegerField(read_only=True, allow_null=True)
     redelivery_of = serializers.UUIDField(source="redelivery_of_id", read_only=True, allow_null=True)
     payload = serializers.JSONField(read_only=True)

@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from memory_app.facts.models import Fact, FactExtractionRun
 from memory_app.facts.output import MAX_FIELD_CHARS
+from memory_app.jobs.serializers import WorkerOutputSerializer
 from memsite.parsers import INT_MAX
 
 MAX_ROLE_CHARS = 200
@@ -172,7 +173,8 @@ class ExtractFactsInputSerializer(serializers.Serializer):
         return attrs
 
 
-class FactExtractionRunSerializer(serializers.ModelSerializer):
+class FactExtractionRunSerializer(WorkerOutputSerializer):
+    worker_output_fields = ("raw_output", "error")
     session = serializers.UUIDField(source="session_id", read_only=True, allow_null=True)
 
     class Meta:

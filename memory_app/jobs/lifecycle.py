@@ -14,7 +14,9 @@ leaves the process through the dispatcher `settings.JOB_DISPATCHER` names (`disp
 Celery in production, a recording one in tests.
 
 Every job model also has the columns of `memory_app.jobs.models.JobRecord`, written here: the worker
-that claimed it, when it last became pending, and the traceback of an attempt that raised.
+that claimed it, when it last became pending, and the traceback of an attempt that raised. Every
+text written to a job row here (its error, traceback, an outside answer a kind keeps) is masked
+first by `memsite.masking.mask_secrets`: it can quote a secret an outside server echoed.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from django.db import models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
+
+from memsite.masking import mask_secrets
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +132,17 @@ def send(kind: JobKind, job_id: Any, *, countdown: float = 0, on_commit: bool = 
 # --- claiming and ending ------------------------------------------------------------------------
 
 
-def _stamped(kind: JobKind, changes: dict[str, Any], now: datetime) -> dict[str, Any]:
-    return {**changes, kind.touched_field: now} if kind.touched_field else changes
+def _written(kind: JobKind, changes: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """What one write sets on a job row: `changes` with every text masked (an error, a traceback
+    or a receiver's answer can quote a secret, such as an LLM key a 401 body echoed), the error and
+    traceback then cut to their limits (after masking, so a cut cannot leave a secret's start
+    behind), and the kind's touched field stamped."""
+    written = {name: mask_secrets(value) if isinstance(value, str) else value for name, value in changes.items()}
+    if kind.error_limit is not None and "error" in written:
+        written["error"] = written["error"][: kind.error_limit]
+    if "traceback" in written:
+        written["traceback"] = written["traceback"][-TRACEBACK_LIMIT:]
+    return {**written, kind.touched_field: now} if kind.touched_field else written
 
 
 # The job this execution claimed last (kind, id, claim time), so an exception the task body did
@@ -155,7 +168,7 @@ def claim(kind: JobKind, job_id: Any) -> bool:
         due = Q(**{f"{kind.queued_field}__isnull": True}) | Q(**{f"{kind.queued_field}__lte": now})
         pending = pending.filter(due)
     changes = {"status": kind.active, "attempts": F("attempts") + 1, kind.claimed_field: now, "worker": worker_name()}
-    won = pending.update(**_stamped(kind, changes, now)) == 1
+    won = pending.update(**_written(kind, changes, now)) == 1
     _CLAIMED.set((kind, job_id, now) if won else None)
     return won
 
@@ -171,7 +184,7 @@ def _with_traceback(changes: dict[str, Any]) -> dict[str, Any]:
     keeps the traceback of the latest attempt that raised."""
     if sys.exc_info()[1] is None:
         return changes
-    return {**changes, "traceback": traceback.format_exc()[-TRACEBACK_LIMIT:]}
+    return {**changes, "traceback": traceback.format_exc()}
 
 
 def record_crash(error: BaseException) -> bool:
@@ -187,12 +200,12 @@ def record_crash(error: BaseException) -> bool:
     if claimed is None:
         return False
     kind, job_id, claimed_at = claimed
-    text = "".join(traceback.format_exception(error))[-TRACEBACK_LIMIT:]
+    text = "".join(traceback.format_exception(error))
     held = kind.model._default_manager.filter(pk=job_id, status=kind.active, **{kind.claimed_field: claimed_at})
     now = timezone.now()
-    changes = {"traceback": text, "error": _clipped(kind, f"{type(error).__name__}: {error}")}
+    changes = {"traceback": text, "error": f"{type(error).__name__}: {error}"}
     try:
-        return held.update(**_stamped(kind, changes, now)) == 1
+        return held.update(**_written(kind, changes, now)) == 1
     except Exception:  # the database itself may be what failed: the sweeper still ends the job
         log.warning("could not record the crash of %s %s", kind.task, job_id, exc_info=True)
         return False
@@ -209,11 +222,7 @@ def complete(kind: JobKind, job: Any, *, fields: dict[str, Any] | None = None) -
     changes = {**(fields or {}), "status": kind.done}
     if kind.finished_field:
         changes[kind.finished_field] = now
-    return owned(kind, job).update(**_stamped(kind, changes, now)) == 1
-
-
-def _clipped(kind: JobKind, error: str) -> str:
-    return error[: kind.error_limit] if kind.error_limit is not None else error
+    return owned(kind, job).update(**_written(kind, changes, now)) == 1
 
 
 def fail(
@@ -249,16 +258,16 @@ def _end(
     """Write the end of a job this execution still holds. `on_failed` records its event in the
     same transaction, and only when this write won, so a job never has two failure events."""
     now = timezone.now()
-    changes = _with_traceback({**(fields or {}), "status": status, "error": _clipped(kind, reason)})
+    changes = _with_traceback({**(fields or {}), "status": status, "error": reason})
     if kind.finished_field:
         changes[kind.finished_field] = now
     if kind.duration_field and started is not None:
         changes[kind.duration_field] = int((time.monotonic() - started) * 1000)
     with transaction.atomic():
-        if not owned(kind, job).update(**_stamped(kind, changes, now)):
+        if not owned(kind, job).update(**_written(kind, changes, now)):
             return False
         if on_failed is not None:
-            on_failed(job, status, reason)
+            on_failed(job, status, mask_secrets(reason))  # its event is shown and sent to webhooks
     return True
 
 
@@ -288,12 +297,12 @@ def schedule_retry(
         {
             **(fields or {}),
             "status": kind.pending,
-            "error": _clipped(kind, error),
+            "error": error,
             kind.queued_field: now + timedelta(seconds=delay),
             "pending_since": now,
         }
     )
-    if owned(kind, job).update(**_stamped(kind, changes, now)):
+    if owned(kind, job).update(**_written(kind, changes, now)):
         send(kind, job.pk, countdown=delay)
     return kind.retry_label.format(delay=delay)
 
@@ -357,7 +366,7 @@ def _resend_lost(kind: JobKind, now: datetime) -> int:
     )
     for job_id in lost:
         # Moving the clock keeps the next sweep from sending it again straight away.
-        kind.model._default_manager.filter(pk=job_id, status=kind.pending).update(**_stamped(kind, {queued: now}, now))
+        kind.model._default_manager.filter(pk=job_id, status=kind.pending).update(**_written(kind, {queued: now}, now))
         send(kind, job_id)
     return len(lost)
 
@@ -384,6 +393,6 @@ def _requeue_stuck(kind: JobKind, now: datetime) -> int:
         changes["error"] = kind.requeue_reason
     for job_id, attempts in requeued:
         still_stuck = kind.model._default_manager.filter(pk=job_id, status=kind.active, attempts=attempts)
-        if still_stuck.update(**_stamped(kind, changes, now)):
+        if still_stuck.update(**_written(kind, changes, now)):
             send(kind, job_id)
     return len(requeued)

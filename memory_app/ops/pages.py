@@ -32,6 +32,7 @@ from memory_app.tenancy import selectors as tenancy_selectors
 from memory_app.tenancy.models import Team
 from memory_app.webhooks import services as webhooks
 from memsite.errors import Conflict
+from memsite.masking import mask_secrets
 
 OPS_FAILURES_SHOWN = 20
 
@@ -212,11 +213,19 @@ def ops_status(request: HttpRequest, *, team_ids: list[int] | None) -> HttpRespo
 
 
 def _history_row(row: dict[str, Any], kinds: dict[str, str]) -> dict[str, Any]:
-    """A history row with its kind's label and its duration (claim to end when the kind keeps none) in words."""
+    """A history row with its kind's label, its duration (claim to end when the kind keeps none) in
+    words, and the start of its error with secrets masked (rows stored before masking hold them)."""
     took = row["took_ms"]
     if took is None and row["started"] and row["finished"]:
         took = max(int((row["finished"] - row["started"]).total_seconds() * 1000), 0)
-    return {**row, "kind_label": kinds[row["job_kind"]], "took_ms": took, "took_label": milliseconds(took)}
+    preview = mask_secrets(row["error_preview"] or "")[: ops_selectors.ERROR_PREVIEW]
+    return {
+        **row,
+        "kind_label": kinds[row["job_kind"]],
+        "took_ms": took,
+        "took_label": milliseconds(took),
+        "error_preview": preview,
+    }
 
 
 @ops_page

@@ -37,6 +37,7 @@ from memory_app.search.models import IndexRun, SearchItem
 from memory_app.tenancy.models import Team
 from memory_app.webhooks.models import WebhookDelivery
 from memsite.errors import NotFound
+from memsite.masking import mask_secrets
 
 JobModel = type[CompactionRun] | type[FactExtractionRun] | type[IndexRun] | type[WebhookDelivery]
 
@@ -280,7 +281,10 @@ HISTORY_SORTS: dict[str, tuple[str, tuple[Any, ...]]] = {
     "-attempts": ("most attempts", (F("attempts").desc(), F("created_at").desc())),
 }
 HISTORY_STATES = ("pending", "running", "done", "failed", "skipped", "budget_exceeded", "quarantined", "reverted")
-ERROR_PREVIEW = 300  # characters of an error a history row carries
+ERROR_PREVIEW = 300  # characters of an error a history row shows
+# Characters of an error a history row reads: twice the preview, so a secret that starts inside the
+# preview is read whole and masked (memory_app.ops.pages) before the preview is cut from it.
+ERROR_PREVIEW_READ = ERROR_PREVIEW * 2
 
 
 def _history_rows(source: JobSource, team_ids: list[int] | None, state: str | None) -> QuerySet[Any]:
@@ -304,7 +308,7 @@ def _history_rows(source: JobSource, team_ids: list[int] | None, state: str | No
             started=F(source.started_field),
             finished=source.finished(),
             took_ms=duration,
-            error_preview=Substr("error", 1, ERROR_PREVIEW),
+            error_preview=Substr("error", 1, ERROR_PREVIEW_READ),
             **session,
         )
         .values(
@@ -557,7 +561,7 @@ def _ping_workers(timeout: float, deadline: float) -> str:
                 _WORKERS_LAST_ANSWER[str(name)] = (answered, names)
             outcome["names"] = list(replies)
         except Exception as exc:  # broker unreachable, broadcast unsupported...
-            outcome["error"] = f"{type(exc).__name__}: {exc}"[:200]
+            outcome["error"] = mask_secrets(f"{type(exc).__name__}: {exc}")[:200]  # may quote the broker URL
         finally:
             _PING_IN_FLIGHT.release()
 

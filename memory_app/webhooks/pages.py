@@ -3,6 +3,8 @@ secret, test and deletion), one delivery (payload, headers, answer).
 
 Reading is for every member; every write is a team admin's POST (the API asks an admin key for the
 same) and calls the services the API and the worker use, so a test sent here takes the real path.
+Members who are not admins see each webhook's URL masked (`webhook_url` in templatetags/masking.py),
+as read and write keys do in the API: a receiver's token often travels in it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from memory_app.webhooks import selectors as webhook_selectors
 from memory_app.webhooks import services as webhooks
 from memory_app.webhooks.models import WEBHOOK_EVENT_KINDS, Webhook, WebhookDelivery
 from memsite.errors import Conflict, InvalidInput
+from memsite.masking import mask_url
 
 DELIVERIES_PER_PAGE = 50
 RECENT_DELIVERIES = 10
@@ -119,12 +122,14 @@ class DeliveryFilterForm(forms.Form):
     kind = forms.ChoiceField(label="Event", required=False)
     order = forms.ChoiceField(label="Sort", choices=ORDER_CHOICES, required=False)
 
-    def __init__(self, data: Any, *, hooks: list[Webhook]) -> None:
+    def __init__(self, data: Any, *, hooks: list[Webhook], full_urls: bool) -> None:
+        """`full_urls`: the viewer is a team admin, who sees each URL whole; others see it masked."""
         super().__init__(data)
         self.hooks = {str(hook.pk): hook for hook in hooks}
         kinds = [*WEBHOOK_EVENT_KINDS, webhooks.TEST_KIND]
+        labels = {key: hook.url if full_urls else mask_url(hook.url) for key, hook in self.hooks.items()}
         choices = {
-            "webhook": [("", "All webhooks"), *((key, hook.url) for key, hook in self.hooks.items())],
+            "webhook": [("", "All webhooks"), *labels.items()],
             "kind": [("", "All events"), *((kind, _kind_label(kind)) for kind in kinds)],
         }
         for name, offered in choices.items():
@@ -148,7 +153,8 @@ def webhook_list(request: HttpRequest, *, team: Team, teams: list[Team]) -> Http
     if status not in dict(STATUS_TABS):
         status = "all"
     hooks = list(webhook_selectors.webhook_list(team=team))
-    filter_form = DeliveryFilterForm(request.GET, hooks=hooks)
+    full_urls = tenancy_selectors.user_is_team_admin(user=request.user, team=team)
+    filter_form = DeliveryFilterForm(request.GET, hooks=hooks, full_urls=full_urls)
     deliveries = webhook_selectors.delivery_list(
         team=team, status=None if status == "all" else status, **filter_form.filters()
     )

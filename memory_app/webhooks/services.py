@@ -33,6 +33,7 @@ from memory_app.events.payload import event_payload
 from memory_app.tenancy.models import Team
 from memory_app.webhooks.models import WEBHOOK_EVENT_KINDS, Webhook, WebhookDelivery
 from memsite.errors import Conflict, InvalidInput
+from memsite.masking import mask_secrets
 from memsite.url_policy import REASON_UNRESOLVABLE, UnsafeURL, check_outbound_url
 
 Status = WebhookDelivery.Status
@@ -54,9 +55,10 @@ def webhook_target_problem(url: str, *, resolve: bool) -> str | None:
     """Why `url` is not an acceptable webhook target, or None: memsite.url_policy's rules, with
     private and loopback targets allowed only when MEMSITE_WEBHOOK_ALLOW_PRIVATE_TARGETS is on.
 
-    Checked at creation (`resolve=False`: a name that does not resolve yet is accepted) and again
-    before every send (`resolve=True`: it must resolve), so a name that later points at a refused
-    address is caught.
+    Checked by `webhook_create` and `webhook_update` (so by the API, the dashboard and anything
+    else that writes a webhook) with `resolve=False`: a valid host name that does not resolve yet is
+    accepted, anything else the sender would refuse is not. Checked again before every send
+    (`resolve=True`: it must resolve), so a name that later points at a refused address is caught.
     """
     try:
         parts = urlsplit(url)
@@ -275,12 +277,15 @@ def _post(webhook: Webhook, delivery: WebhookDelivery) -> _Outcome:
         return _Outcome(ok=False, transient=True, code=None, error=error, retry_after=None, elapsed_ms=elapsed_ms)
     elapsed_ms = int((time.monotonic() - started) * 1000)
     code = response.status_code
-    excerpt = response.text[:RESPONSE_BODY_LIMIT]
+    # A receiver can echo what it holds (a secret in its error page): masked before it is cut, over
+    # twice the excerpt, so that no secret starting inside the excerpt is cut in two unmasked.
+    answer = mask_secrets(response.text[: RESPONSE_BODY_LIMIT * 2])
+    excerpt = answer[:RESPONSE_BODY_LIMIT]
     if 200 <= code < 300:
         return _Outcome(
             ok=True, transient=False, code=code, error="", retry_after=None, body=excerpt, elapsed_ms=elapsed_ms
         )
-    detail = f"HTTP {code}: {response.text[:300]}".strip()
+    detail = f"HTTP {code}: {answer[:300]}".strip()
     transient = code >= 500 or code in (408, 429)
     return _Outcome(
         ok=False,

@@ -83,6 +83,27 @@ def test_it_refuses_control_characters_and_missing_hosts() -> None:
         check_outbound_url("http://example.com:99999/", allow_private=True)
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1%2509/v1",  # a percent-encoded tab after a loopback address
+        "http://169.254.169.254%2509/latest/meta-data/",
+        "http://127%2E0%2E0%2E1/v1",
+        "http://localhost%00/v1",
+        "http://a..b.example/v1",
+        "http://-llm.example/v1",
+        "http://" + "a" * 64 + ".example/v1",
+    ],
+)
+def test_it_refuses_a_host_that_is_neither_an_address_nor_a_host_name_even_unresolved(url: str) -> None:
+    assert _reason(url, allow_private=True, resolve=False) == "malformed"
+
+
+@pytest.mark.parametrize("host", ["llm", "llm_proxy.svc.cluster.local", "xn--bcher-kva.example", "bücher.example"])
+def test_names_that_do_not_resolve_yet_are_left_to_the_lookup(host: str) -> None:
+    check_outbound_url(f"https://{host}/v1", allow_private=True, resolve=False)
+
+
 # --- metadata and link-local ---------------------------------------------------------------
 
 

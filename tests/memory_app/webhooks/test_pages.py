@@ -200,6 +200,7 @@ def test_an_admin_creates_a_webhook_and_sees_its_secret_once(tenant: Tenant, adm
         (form_data(url=""), "url", "This field is required."),
         (form_data(url="ftp://127.0.0.1/x"), "url", "http"),
         (form_data(url="http://user:pw@127.0.0.1:9/x"), "url", "credentials in the URL"),
+        (form_data(url="http://127.0.0.1%2509/hook"), "url", "not a valid host name"),
         (form_data(event_kinds=[]), "event_kinds", "Choose at least one event"),
         (form_data(event_kinds=["reset"]), "event_kinds", "not one of the available choices"),
     ],
@@ -244,6 +245,18 @@ def test_a_rejected_edit_shows_the_errors_and_changes_nothing(tenant: Tenant, ad
     assert 'value="not a url"' in html  # what was typed stays to be corrected
     webhook.refresh_from_db()
     assert webhook.url == "http://127.0.0.1:9/keep" and webhook.event_kinds == ALL_KINDS
+
+
+def test_an_edit_to_a_url_the_sender_would_refuse_is_shown_on_the_url_field_and_changes_nothing(
+    tenant: Tenant, admin: Client
+) -> None:
+    webhook, _ = webhooks.webhook_create(team=tenant.team, url="http://127.0.0.1:9/keep", actor="t")
+    response = admin.post(f"/webhooks/{webhook.pk}/edit/", form_data(url="http://169.254.169.254%2509/latest/"))
+    assert response.status_code == 400
+    errors = re.search(r'<ul class="errorlist" id="id_url_error">(.*?)</ul>', response.content.decode(), re.S)
+    assert errors and "not a valid host name" in errors.group(1)
+    webhook.refresh_from_db()
+    assert webhook.url == "http://127.0.0.1:9/keep"
 
 
 def test_disable_and_enable_say_which_state_they_want(tenant: Tenant, admin: Client) -> None:
@@ -340,6 +353,20 @@ def test_members_who_are_not_admins_read_but_change_nothing(tenant: Tenant, memb
         webhook.secret,
         1,
     )
+
+
+def test_members_see_webhook_urls_masked_and_admins_see_them_whole(
+    tenant: Tenant, member: Client, admin: Client
+) -> None:
+    delivery, _ = failed_delivery(tenant, "https://hooks.example.com/in?token=abc123")
+    # A row stored before credentials in URLs were refused.
+    Webhook.objects.filter(pk=delivery.webhook_id).update(url="https://bob:pw@hooks.example.com/in?token=abc123")
+    pages = ["/webhooks/", f"/webhooks/{delivery.webhook_id}/", f"/webhooks/deliveries/{delivery.pk}/"]
+    for page in pages:
+        html = member.get(page).content.decode()
+        assert "abc123" not in html and "bob:pw" not in html, page
+        assert "https://[redacted]@hooks.example.com/in?token=[redacted]" in html, page
+        assert "https://bob:pw@hooks.example.com/in?token=abc123" in admin.get(page).content.decode(), page
 
 
 def test_another_teams_webhooks_and_deliveries_are_not_found(tenant: Tenant, admin: Client) -> None:

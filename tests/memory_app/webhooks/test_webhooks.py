@@ -208,6 +208,49 @@ def test_loopback_targets_need_the_private_targets_setting(admin: Tenant, settin
     assert only_delivery().error.startswith("target refused:") and "private" in only_delivery().error
 
 
+# Hosts no resolver can ever answer for: accepted once as "not resolving yet", they were stored
+# and refused only before each send.
+MALFORMED_HOSTS = [
+    "http://127.0.0.1%2509/hook",
+    "http://169.254.169.254%2509/latest/meta-data/",
+    "http://127%2E0%2E0%2E1/hook",
+    "http://localhost%00/hook",
+    "http://hooks.example.com%2F.127.0.0.1/hook",
+]
+
+
+@pytest.mark.parametrize("url", MALFORMED_HOSTS)
+def test_a_url_the_sender_would_refuse_is_refused_at_creation_with_why(admin: Tenant, url: str) -> None:
+    assert webhooks.webhook_target_problem(url, resolve=True)  # what the sender says before each send
+
+    response = admin.client.post("/api/v1/webhooks/", {"url": url}, format="json")
+
+    assert response.status_code == 400, response.content
+    assert "not a valid host name" in response.json()["fields"]["url"][0]
+    assert not Webhook.objects.exists()
+
+
+@pytest.mark.parametrize("url", [*MALFORMED_HOSTS, "http://169.254.169.254/", "http://user:pw@127.0.0.1:9/h"])
+def test_an_update_to_a_url_the_policy_refuses_is_400_on_url_and_changes_nothing(admin: Tenant, url: str) -> None:
+    webhook, _ = hook(admin, "http://127.0.0.1:9/h")
+
+    response = admin.client.patch(f"/api/v1/webhooks/{webhook.pk}/", {"url": url}, format="json")
+
+    assert response.status_code == 400, response.content
+    assert list(response.json()["fields"]) == ["url"] and response.json()["fields"]["url"][0]
+    assert Webhook.objects.get().url == "http://127.0.0.1:9/h"
+
+
+def test_a_host_name_that_does_not_resolve_yet_is_accepted_and_checked_again_before_each_send(
+    admin: Tenant, sent: Sends
+) -> None:
+    response = admin.client.post("/api/v1/webhooks/", {"url": "https://hooks.invalid/in"}, format="json")
+    assert response.status_code == 201, response.content
+    completed_event(admin)
+    assert webhooks.webhook_deliver(delivery_id=str(only_delivery().pk)) == "failed"
+    assert "cannot be resolved" in only_delivery().error
+
+
 def test_events_fan_out_to_the_active_subscribed_webhooks_of_their_team_on_commit(
     admin: Tenant, sent: Sends, django_capture_on_commit_callbacks: Any
 ) -> None:
@@ -313,6 +356,27 @@ def test_read_and_write_keys_see_webhooks_but_cannot_change_them(admin: Tenant) 
         assert client.patch(f"/api/v1/webhooks/{webhook.pk}/", {"active": False}, format="json").status_code == 403
         assert client.delete(f"/api/v1/webhooks/{webhook.pk}/").status_code == 403
     assert Webhook.objects.count() == 1 and Webhook.objects.get().active
+
+
+def test_read_and_write_keys_see_webhook_urls_masked_and_admin_keys_see_them_whole(admin: Tenant) -> None:
+    webhook, _ = hook(admin, "https://hooks.example.com/in?token=abc123&team=ops")
+    # A row stored before credentials in URLs were refused.
+    Webhook.objects.filter(pk=webhook.pk).update(url="https://bob:pw@hooks.example.com/in?token=abc123&team=ops")
+    masked = "https://[redacted]@hooks.example.com/in?token=[redacted]&team=[redacted]"
+    for role in (ApiKey.Role.READ, ApiKey.Role.WRITE):
+        _, raw = tenancy.api_key_create(team=admin.team, name=f"{role}-key", role=role)
+        client = admin.client.__class__()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+        listed = client.get("/api/v1/webhooks/").json()[0]
+        one = client.get(f"/api/v1/webhooks/{webhook.pk}/").json()
+        assert listed["url"] == one["url"] == masked, role
+    whole = "https://bob:pw@hooks.example.com/in?token=abc123&team=ops"
+    assert admin.client.get("/api/v1/webhooks/").json()[0]["url"] == whole
+    assert admin.client.get(f"/api/v1/webhooks/{webhook.pk}/").json()["url"] == whole
+    edited = admin.client.patch(f"/api/v1/webhooks/{webhook.pk}/", {"description": "ops"}, format="json")
+    assert edited.json()["url"] == whole
+    created = admin.client.post("/api/v1/webhooks/", {"url": "https://hooks.example.com/b?k=v"}, format="json")
+    assert created.json()["url"] == "https://hooks.example.com/b?k=v"
 
 
 def test_another_teams_webhooks_and_deliveries_are_invisible(admin: Tenant, sent: Sends) -> None:
