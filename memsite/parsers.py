@@ -11,12 +11,21 @@ store or no response can carry, so one careless or hostile value cannot poison a
 - nesting deeper than MAX_BODY_DEPTH: the parsers, JSON encoding and validation all recurse.
 DRF's CharField already refuses NUL and surrogates in plain text fields; this covers free-form
 JSON (metadata, content parts, records) and keys.
+
+Before those, `parse_json` refuses what is not JSON at all, with a parse error: text that is
+not in the request's encoding, bad syntax, nesting past the decoder's own stack, and the
+constants NaN, Infinity and -Infinity (and a literal such as 1e400 that only a float's infinity
+can hold), which Python's json reads by default but no other JSON parser, jsonb column or JSON
+answer can carry. The REST API's parser and the MCP endpoint both read bodies through it.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 
+from django.conf import settings
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 
@@ -80,10 +89,34 @@ def check_body(data: Any) -> Any:
     return data
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise ValueError(f"{literal[:40]} is beyond a 64-bit float (only Infinity could hold it, which is not JSON)")
+    return value
+
+
+def parse_json(raw: bytes, *, encoding: str = "utf-8") -> Any:
+    """The JSON body in `raw` once it meets every rule above.
+
+    ParseError when `raw` is not JSON (see the module docstring); InvalidInput from check_body
+    when it is JSON that breaks a rule. Size is not checked here: BodySizeLimitMiddleware and
+    Django's DATA_UPLOAD_MAX_MEMORY_SIZE refuse an oversized body before anything reads it.
+    """
+    try:
+        data = json.loads(raw.decode(encoding), parse_constant=_refuse_constant, parse_float=_finite_float)
+    except RecursionError as exc:  # the C decoder's own stack limit, past ~1000 levels
+        raise ParseError(f"JSON parse error - {DEPTH_PROBLEM}") from exc
+    except (ValueError, LookupError) as exc:  # UnicodeDecodeError is a ValueError; LookupError: unknown charset
+        raise ParseError(f"JSON parse error - {exc}") from exc
+    return check_body(data)
+
+
 class JSONParser(parsers.JSONParser):
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        try:
-            data = super().parse(stream, media_type, parser_context)
-        except RecursionError as exc:  # the C decoder's own stack limit, past ~1000 levels
-            raise ParseError(f"JSON parse error - {DEPTH_PROBLEM}") from exc
-        return check_body(data)
+        encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
+        return parse_json(stream.read(), encoding=encoding)

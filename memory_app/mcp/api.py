@@ -1,8 +1,9 @@
 """`/mcp/`: the MCP server over Streamable HTTP, authenticated by the API's Bearer keys.
 
 One POST, one JSON-RPC message, one JSON answer (protocol.py says why that is all either era
-of the specification needs). The key is checked before anything is read, so an unauthenticated
-caller learns nothing, not even the tool list; tools then run as that key (tools.py).
+of the specification needs). The key is checked before the body is read, so an unauthenticated
+caller learns nothing, not even the tool list, and no parser ever sees its body; tools then run
+as that key (tools.py). The body is read by the REST API's own rules (memsite.parsers).
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
+from rest_framework.exceptions import ParseError
 from rest_framework.request import Request
 
 from memory_app.mcp import protocol
@@ -25,7 +28,9 @@ from memory_app.mcp.tools import TOOLS, Call, ToolFailed, ToolResult
 from memory_app.ops import metrics
 from memory_app.tenancy.auth import ApiKeyAuthentication
 from memory_app.tenancy.models import ApiKey
-from memsite.api_errors import error_body
+from memsite.api_errors import error_body, validation_error_body
+from memsite.errors import InvalidInput
+from memsite.parsers import parse_json
 
 log = logging.getLogger("memsite.mcp")
 SERVER_INFO: dict[str, str] = {
@@ -64,22 +69,50 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
     if request.content_type != "application/json":
         return _rpc_response(None, RpcError(protocol.INVALID_REQUEST, "Content-Type must be application/json."), 415)
     try:
-        payload = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError):
-        return _rpc_response(None, RpcError(protocol.PARSE_ERROR, "The body is not valid JSON."), 400)
+        payload = _read_body(request)
+    except BodyRefused as refused:
+        # No id: a body that breaks the rules was not read as a request (JSON-RPC 2.0, section 5).
+        return _rpc_response(None, refused.error, refused.status)
     headers = {name.lower(): value for name, value in request.headers.items()}
-    request_id = payload.get("id") if isinstance(payload, dict) else None
     try:
         incoming = protocol.read_message(payload, headers)
     except RpcError as error:
-        return _rpc_response(request_id, error, protocol.error_status(error, modern=True))
+        return _rpc_response(protocol.answerable_id(payload), error, protocol.error_status(error, modern=True))
     if incoming is None or incoming.notification:
         return HttpResponse(status=202)
     try:
         result = _dispatch(incoming, request, api_key)
     except RpcError as error:
         return _rpc_response(incoming.id, error, protocol.error_status(error, modern=incoming.modern))
-    return JsonResponse(protocol.answer(incoming, result, SERVER_INFO))
+    return _json_response(protocol.answer(incoming, result, SERVER_INFO))
+
+
+class BodyRefused(Exception):
+    """The body breaks a rule of every API body: the JSON-RPC error and HTTP status that say which."""
+
+    def __init__(self, error: RpcError, status: int) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.status = status
+
+
+def _read_body(request: HttpRequest) -> Any:
+    """The body as the REST API's parser reads it (memsite.parsers.parse_json), or BodyRefused.
+
+    Not JSON at all is a parse error; JSON breaking a body rule (NUL, lone surrogate, integer
+    range, depth) an invalid request naming the field; either way `data` is the API's error shape.
+    """
+    try:
+        return parse_json(request.body, encoding=request.encoding or settings.DEFAULT_CHARSET)
+    except RequestDataTooBig as too_big:  # Django's DATA_UPLOAD_MAX_MEMORY_SIZE, read as the body is
+        body = error_body("payload_too_large", str(too_big))
+        raise BodyRefused(RpcError(protocol.INVALID_REQUEST, body["detail"], body), 413) from too_big
+    except ParseError as not_json:
+        body = error_body("parse_error", str(not_json.detail))
+        raise BodyRefused(RpcError(protocol.PARSE_ERROR, "The body is not valid JSON.", body), 400) from not_json
+    except InvalidInput as invalid:
+        body = validation_error_body(invalid.fields)
+        raise BodyRefused(RpcError(protocol.INVALID_REQUEST, body["detail"], body), 400) from invalid
 
 
 def _dispatch(incoming: Incoming, request: HttpRequest, api_key: ApiKey) -> dict[str, Any]:
@@ -154,29 +187,18 @@ def _authenticated_key(request: HttpRequest) -> ApiKey | HttpResponse:
 def _unauthorized(request: HttpRequest, detail: str) -> HttpResponse:
     """HTTP 401 with `WWW-Authenticate`, as MCP's authorization rules ask.
 
-    A JSON-RPC request gets a JSON-RPC error in the body, which MCP clients show to their user
-    ("Invalid or revoked API key.") instead of a bare status; anything else the API's error shape.
+    A POST of JSON, what a JSON-RPC message comes as, gets a JSON-RPC error in the body, which MCP
+    clients show to their user ("Invalid or revoked API key.") instead of a bare status; anything
+    else the API's error shape. The body of a caller without a valid key is never read, not even
+    for its id: its id is null, which JSON-RPC allows for a request it could not read and clients
+    match to the request they sent (the MCP SDK, memory_client.mcp).
     """
     body: dict[str, Any] = error_body("not_authenticated", detail)
-    request_id = _json_rpc_request_id(request)
-    if request_id is not None:
-        body = protocol.error_answer(request_id, RpcError(UNAUTHORIZED, detail, {"error": "not_authenticated"}))
+    if request.method == "POST" and request.content_type == "application/json":
+        body = protocol.error_answer(None, RpcError(UNAUTHORIZED, detail, {"error": "not_authenticated"}))
     response = JsonResponse(body, status=401)
     response["WWW-Authenticate"] = 'Bearer realm="memsite"'
     return response
-
-
-def _json_rpc_request_id(request: HttpRequest) -> str | int | None:
-    """The id of the JSON-RPC request in the body, if it is one (read only to word a refusal)."""
-    if request.method != "POST" or request.content_type != "application/json":
-        return None
-    try:
-        payload = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if isinstance(payload, dict) and payload.get("jsonrpc") == "2.0" and isinstance(payload.get("id"), str | int):
-        return payload["id"]
-    return None
 
 
 def _origin_allowed(request: HttpRequest) -> bool:
@@ -189,5 +211,10 @@ def _origin_allowed(request: HttpRequest) -> bool:
     return urlsplit(origin).netloc == request.get_host()
 
 
-def _rpc_response(request_id: Any, error: RpcError, status: int) -> JsonResponse:
-    return JsonResponse(protocol.error_answer(request_id, error), status=status)
+def _rpc_response(request_id: str | int | None, error: RpcError, status: int) -> JsonResponse:
+    return _json_response(protocol.error_answer(request_id, error), status=status)
+
+
+def _json_response(answer: dict[str, Any], status: int = 200) -> JsonResponse:
+    # Strict JSON out: NaN or Infinity would break every client's parser, so they fail here, loudly.
+    return JsonResponse(answer, status=status, json_dumps_params={"allow_nan": False})

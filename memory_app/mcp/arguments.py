@@ -3,18 +3,16 @@
 A tool's arguments become a URL (session id, agent name), a query string or a body. The REST
 serializers validate the body and query in depth; what ends up in the URL must be checked
 here, because a malformed id would only make the URL match nothing. This checks the top level
-against the tool's input schema (names, required, JSON types, uuid format, enums) and every
-string anywhere against the rules of every parsed body (no NUL, no lone surrogate), so the
-errors name the argument the same way the API names a field.
+against the tool's input schema (names, required, JSON types, uuid format, enums), so the
+errors name the argument the same way the API names a field. The rules of every parsed body
+(no NUL, no lone surrogate, integer range, depth) were already applied to the whole JSON-RPC
+message, arguments included, when the endpoint read it (memory_app.mcp.api, memsite.parsers).
 """
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
-
-from memsite.errors import InvalidInput
-from memsite.parsers import check_body
 
 Schema = dict[str, Any]
 Problems = dict[str, list[str]]
@@ -34,10 +32,6 @@ _TYPE_WORDS = {"string": "a string", "integer": "an integer", "number": "a numbe
 def argument_problems(arguments: dict[str, Any], schema: Schema) -> Problems:
     """{argument: [why]} for every top-level argument that breaks `schema`; {} when all is well."""
     problems: Problems = {}
-    try:
-        check_body(arguments)
-    except InvalidInput as error:
-        problems.update(error.fields)
     properties: dict[str, Schema] = schema.get("properties", {})
     for name in schema.get("required", ()):
         if arguments.get(name) is None:

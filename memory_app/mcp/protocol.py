@@ -88,11 +88,25 @@ def read_message(payload: Any, headers: dict[str, str]) -> Incoming | None:
     request_id = payload.get("id")
     if not isinstance(method, str) or not method:
         raise RpcError(INVALID_REQUEST, "`method` must be a non-empty string.")
-    if request_id is not None and (isinstance(request_id, bool) or not isinstance(request_id, str | int)):
+    if request_id is not None and not _is_valid_id(request_id):
         raise RpcError(INVALID_REQUEST, "`id` must be a string or an integer.")
     if not isinstance(params, dict):
         raise RpcError(INVALID_PARAMS, "`params` must be an object.")
     return Incoming(request_id, method, params, "id" not in payload, _version_of(method, params, headers))
+
+
+def answerable_id(payload: Any) -> str | int | None:
+    """The id to answer a refused message with: its own when it is a valid id, else null.
+
+    JSON-RPC 2.0 (section 5) answers null when the id could not be read; echoing an object or a
+    float back would hand the client a value it never sent as an id.
+    """
+    request_id = payload.get("id") if isinstance(payload, dict) else None
+    return request_id if _is_valid_id(request_id) else None
+
+
+def _is_valid_id(request_id: Any) -> bool:
+    return isinstance(request_id, str | int) and not isinstance(request_id, bool)  # a bool is an int to Python
 
 
 def _version_of(method: str, params: dict[str, Any], headers: dict[str, str]) -> str:

@@ -70,7 +70,13 @@ def test_api_routes_answer_401_without_a_key_for_every_method(route: Route):
     assert set(statuses.values()) <= {401, 403}, statuses
     for response in answered.values():
         assert response["Content-Type"] == "application/json"
-        assert response.json()["error"] in ("not_authenticated", "authentication_failed", "permission_denied")
+        assert _error_code(response.json()) in ("not_authenticated", "authentication_failed", "permission_denied")
+
+
+def _error_code(body: dict) -> str:
+    """The API's error code, from its own shape or from a JSON-RPC error's data (/mcp/ answers a POST of JSON so)."""
+    error = body["error"]
+    return error if isinstance(error, str) else error["data"]["error"]
 
 
 @pytest.mark.parametrize("route", [r for r in ROUTES if r.name not in PUBLIC and r.is_api], ids=lambda r: r.name)
@@ -79,6 +85,46 @@ def test_api_routes_refuse_revoked_and_malformed_keys(route: Route, tenant):
     for header in (f"Bearer {tenant.key}", "Bearer msk_notakeyatall", "Basic YWRtaW46YWRtaW4=", "Bearer"):
         response = APIClient().get(route.path, HTTP_AUTHORIZATION=header)
         assert response.status_code == 401, (header, response.status_code)
+
+
+# Bodies a parser must never see from a caller without credentials: a route that parsed before it
+# authenticated would answer them 400 (or 500: nesting past the parser's stack), not its refusal.
+WELL_FORMED_BODY = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{}}'
+HOSTILE_BODIES: dict[str, bytes] = {
+    "nested 100,000 deep": b'{"jsonrpc":"2.0","id":1,"method":"ping","params":' + b'{"a":' * 100_000,
+    "NaN": b'{"jsonrpc":"2.0","id":NaN,"method":"ping","params":{"n":NaN}}',
+    "not JSON": b'{"unterminated": [1, ',
+}
+NO_CREDENTIALS: dict[str, dict[str, str]] = {
+    "no key": {},
+    "a wrong key": {"HTTP_AUTHORIZATION": "Bearer msk_guessed0000000000000000000000000000000"},
+}
+
+
+def _refusal(client: Client, method: str, route: Route, body: bytes, credentials: dict[str, str]) -> tuple:
+    """(status, Location, JSON body or None) of one request: what a caller without credentials learns."""
+    response = client.generic(method.upper(), route.path, body, content_type="application/json", **credentials)
+    is_json = response.get("Content-Type") == "application/json"
+    return response.status_code, response.get("Location", ""), response.json() if is_json else None
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=lambda r: r.name)
+def test_it_authenticates_before_it_reads_a_body_on_every_route(route: Route, settings):
+    # For every method, a hostile body changes nothing in the answer to a caller without a valid
+    # key: API routes answer 401, pages their login redirect, public routes their usual answer.
+    # The login pages count each POST without credentials as a failed login; their throttle is not under test here.
+    settings.LOGIN_MAX_FAILURES = settings.LOGIN_MAX_FAILURES_PER_IP = 1_000
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": route.name}}
+    client = Client()
+    for method in METHODS:
+        for credentials in NO_CREDENTIALS.values():
+            benign = _refusal(client, method, route, WELL_FORMED_BODY, credentials)
+            for name, body in HOSTILE_BODIES.items():
+                hostile = _refusal(client, method, route, body, credentials)
+                assert hostile == benign, (method, name, credentials, hostile[:2], benign[:2])
+                assert hostile[0] != 400 and hostile[0] < 500, (method, name, hostile)
+                if route.is_api and route.name not in PUBLIC:
+                    assert hostile[0] == 401, (method, name, credentials, hostile)
 
 
 @pytest.mark.parametrize("route", [r for r in ROUTES if r.name in TOKEN_PROTECTED], ids=lambda r: r.name)

@@ -190,6 +190,21 @@ def test_deeply_nested_json_is_a_400_at_parse_time(api, session_id, depth):
     assert not Message.objects.exists()
 
 
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_it_refuses_numbers_json_cannot_carry_with_the_apis_error_shape(api, session_id, number):
+    # Python's json reads NaN and Infinity (and 1e400 as infinity); no JSON parser or jsonb column does.
+    for path, body in (
+        (f"/api/v1/sessions/{session_id}/messages/", '{"role":"user","content":"x","structured_data":{"w":%s}}'),
+        ("/api/v1/sessions/", '{"metadata":{"w":[1,%s]}}'),
+    ):
+        response = _post_raw(api, path, body % number)
+        assert response.status_code == 400, (path, response.content)
+        assert set(response.json()) == {"error", "detail", "fields"}
+        assert response.json()["error"] == "parse_error"
+    assert not Message.objects.exists()
+    assert Session.objects.count() == 1  # the fixture's own
+
+
 def test_nesting_a_real_payload_needs_is_accepted(api, session_id):
     nested: object = "leaf"
     for _ in range(30):

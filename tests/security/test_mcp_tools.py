@@ -2,11 +2,13 @@
 
 A tool runs its REST endpoint as the calling key, so these are the REST guarantees seen through
 MCP: a read key cannot call a writing tool and the refusal changes nothing; another team's key
-finds nothing of this team's, by id or by search, and changes nothing either.
+finds nothing of this team's, by id or by search, and changes nothing either; and an argument no
+API body may hold is refused for every tool and every role before the tool runs.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -140,3 +142,37 @@ def test_a_session_of_another_team_cannot_be_reached_by_its_external_id(world: W
     assert mine["structuredContent"]["session_id"] != made["structuredContent"]["session_id"]
     context = call_tool(owner, "memory_context", {"session_id": made["structuredContent"]["session_id"]})
     assert [m["content"] for m in context["structuredContent"]["messages"]] == ["owner's secret"]
+
+
+# Values no API body may hold, as the JSON text that carries them (some only text can: no encoder writes them).
+HOSTILE_ARGUMENT_TEXT = {
+    "NUL": r'"a\u0000b"',
+    "lone surrogate": r'"a\ud800b"',
+    "integer past 64 bits": str(10**20),
+    "NaN": "NaN",
+    "nested 5,000 deep": "[" * 5_000 + "]" * 5_000,
+}
+_HOLE = "__hostile_argument_here__"
+
+
+def hostile_call(tool: str, ids: dict[str, str], value_text: str) -> bytes:
+    """A tools/call whose first argument (otherwise a good call) holds `value_text`."""
+    good = arguments(tool, ids)
+    first = next(iter(good))
+    params = {"name": tool, "arguments": {**good, first: _HOLE}}
+    message = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+    return message.replace(f'"{_HOLE}"', value_text, 1).encode()
+
+
+@pytest.mark.parametrize("tool", sorted(LEAST_ROLE))
+def test_every_role_gets_hostile_arguments_refused_before_the_tool_runs(world: World, tool: str):
+    before = snapshot()
+    for role in RANK:
+        client = mcp_client(key_of(world, role))
+        for family, value_text in HOSTILE_ARGUMENT_TEXT.items():
+            response = client.post("/mcp/", hostile_call(tool, world.ids, value_text), content_type="application/json")
+            answer = response.json()
+            assert response.status_code == 400, (role, family, response.content[:300])
+            assert answer["id"] is None and "result" not in answer, (role, family, answer)
+            assert answer["error"]["data"]["error"] in ("parse_error", "validation_error"), (role, family, answer)
+    assert snapshot() == before

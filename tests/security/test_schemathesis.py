@@ -11,6 +11,9 @@ covered without touching this file (a new kind of path parameter fails
 * Conformance: a team calls every operation on its own data (its real ids most of the time,
   generated ones otherwise) with valid and invalid input: no 5xx, and every status code, media
   type, header and body as the schema documents them.
+* /mcp/: JSON-RPC, so not in the OpenAPI schema and out of schemathesis' reach. Hypothesis
+  generates its messages here instead, each sent as is and with each hostile body family, with
+  the team's key, no key and a wrong key (see "/mcp/" below).
 
 Requests go in-process through the real WSGI application (`memsite.wsgi.application`), on
 whatever database the run uses (SQLite or PostgreSQL). Each operation gets a fixed number of
@@ -33,8 +36,8 @@ from django.apps import apps
 from django.conf import settings as django_settings
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections, models, transaction
-from django.test import override_settings
-from hypothesis import HealthCheck, Phase, settings
+from django.test import Client, override_settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
@@ -51,9 +54,11 @@ from schemathesis.specs.openapi.checks import (
 
 from memory_app.compaction import services as compaction
 from memory_app.facts import extraction as fact_extraction
+from memory_app.mcp.tools import TOOLS
 from memory_app.tenancy.models import ApiKey, Team
 from memsite.wsgi import application
 from tests.conftest import Tenant, make_tenant
+from tests.memory_app.mcp.rpc import ENVELOPE, VERSION
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
@@ -492,6 +497,123 @@ def test_hostile_variants_reach_strings_integers_and_nesting():
     ]
     nested = _deeply_nested(body)
     assert nested.startswith(b'{"role": ' + b"[" * DEEP_NESTING) and nested.count(b"[") == DEEP_NESTING + 1
+
+
+# --- /mcp/ ----------------------------------------------------------------------------------
+
+# The families of the hostile bodies above, plus those only a hand-built body carries: NUL, the
+# constants NaN and Infinity (Python's json reads them; JSON has none), and a body over the size cap.
+MCP_BODY_FAMILIES = ("as sent", "lone surrogate", "NUL", "integer past 64 bits", "deep nesting", "NaN", "oversize")
+MCP_CREDENTIALS = ("the team's key", "no key", "a wrong key")
+MCP_METHODS = ("ping", "tools/list", "tools/call", "initialize", "server/discover", "resources/list")
+MCP_EXAMPLES = 8
+MCP_BODY_CAP = 64 * 1024  # the body-size cap for these runs: an oversized example stays small
+_HOLE = "__hostile_value_here__"
+
+json_leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=16)
+)
+json_values = st.recursive(
+    json_leaves,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+
+
+@st.composite
+def mcp_messages(draw: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """A JSON-RPC request of either protocol era, and the headers its era asks for."""
+    method = draw(st.sampled_from(MCP_METHODS))
+    params: dict[str, Any] = draw(st.dictionaries(st.text(max_size=8), json_values, max_size=3))
+    headers: dict[str, str] = {}
+    if method == "tools/call":
+        arguments = draw(st.dictionaries(st.text(max_size=12), json_values, max_size=4))
+        params = {"name": draw(st.sampled_from(sorted(TOOLS))), "arguments": arguments}
+    if draw(st.booleans()):  # the current era: the envelope, repeated in the headers
+        params = {**params, "_meta": ENVELOPE}
+        headers = {"MCP-Protocol-Version": VERSION, "Mcp-Method": method}
+        if method == "tools/call":
+            headers["Mcp-Name"] = params["name"]
+    request_id = draw(st.integers(min_value=0, max_value=10**6) | st.text(min_size=1, max_size=8))
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, headers
+
+
+def mcp_body(message: dict[str, Any], family: str) -> bytes:
+    """`message` as JSON text, with `family`'s hostile value under `params.probe` (built as text
+    where no encoder would write it)."""
+    if family == "as sent":
+        return json.dumps(message).encode()
+    value: Any = {
+        "lone surrogate": LONE_SURROGATE_TEXT,
+        "NUL": "a\x00b",
+        "integer past 64 bits": HUGE_INTEGER,
+        "oversize": "x" * MCP_BODY_CAP,
+    }.get(family, _HOLE)
+    text = json.dumps({**message, "params": {"probe": value, **message["params"]}})
+    hole = {"deep nesting": "[" * DEEP_NESTING + "]" * DEEP_NESTING, "NaN": "NaN"}.get(family)
+    return (text.replace(f'"{_HOLE}"', hole, 1) if hole else text).encode()
+
+
+def _credentials(world: World, credentials: str) -> dict[str, str]:
+    if credentials == "the team's key":
+        return {"HTTP_AUTHORIZATION": f"Bearer {world.owner.tenant.key}"}
+    if credentials == "a wrong key":
+        return {"HTTP_AUTHORIZATION": "Bearer msk_guessed0000000000000000000000000000000"}
+    return {}
+
+
+def _strict_json(content: bytes) -> Any:
+    def refuse(constant: str) -> Any:
+        raise AssertionError(f"the answer holds {constant}, which is not JSON")
+
+    return json.loads(content, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("credentials", MCP_CREDENTIALS)
+@pytest.mark.parametrize("family", MCP_BODY_FAMILIES)
+def test_mcp_answers_every_body_as_documented_and_never_5xx(world, family: str, credentials: str):
+    refused_for_its_body = family != "as sent"
+
+    @settings(
+        max_examples=MCP_EXAMPLES,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(mcp_messages())
+    def example(drawn: tuple[dict[str, Any], dict[str, str]]) -> None:
+        message, headers = drawn
+        body = mcp_body(message, family)
+        client = Client(**_credentials(world, credentials))
+        with undone(), override_settings(MAX_BODY_BYTES=MCP_BODY_CAP, DATA_UPLOAD_MAX_MEMORY_SIZE=MCP_BODY_CAP):
+            rows_before = team_rows(world.owner.team) if refused_for_its_body else None
+            response = client.post("/mcp/", body, content_type="application/json", headers=headers)
+            where = (family, credentials, message["method"], response.status_code, response.content[:300])
+            assert response.status_code < 500, where
+            assert response["Content-Type"] == "application/json", where
+            answer = _strict_json(response.content)
+            if family == "oversize":
+                # Refused from its Content-Length alone, before the key is looked at: nothing is read.
+                assert response.status_code == 413 and answer["error"] == "payload_too_large", where
+            elif credentials != "the team's key":
+                assert response.status_code == 401, where
+                assert answer["id"] is None and answer["error"]["code"] == -32001, where
+            elif refused_for_its_body:
+                assert response.status_code == 400, where
+                assert answer["id"] is None and answer["error"]["code"] in (-32700, -32600), where
+                assert answer["error"]["data"]["error"] in ("parse_error", "validation_error"), where
+            else:
+                assert response.status_code in (200, 400, 404), where
+                assert answer["id"] in (message["id"], None), where
+            if rows_before is not None:
+                assert team_rows(world.owner.team) == rows_before, where
+
+    example()
 
 
 # --- stateful -------------------------------------------------------------------------------

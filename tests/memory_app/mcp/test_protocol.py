@@ -53,11 +53,11 @@ def test_the_path_without_its_slash_is_the_same_endpoint(mcp: Client):
 def test_a_body_that_is_not_json_is_a_parse_error(mcp: Client):
     response = mcp.post("/mcp/", "{not json", content_type="application/json")
     assert response.status_code == 400
-    assert response.json() == {
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {"code": -32700, "message": "The body is not valid JSON."},
-    }
+    answer = response.json()
+    assert answer["id"] is None and answer["error"]["code"] == -32700
+    assert answer["error"]["message"] == "The body is not valid JSON."
+    assert answer["error"]["data"]["error"] == "parse_error"  # the REST API's words for the same body
+    assert answer["error"]["data"]["detail"].startswith("JSON parse error - ")
 
 
 def test_a_body_of_another_type_is_refused(mcp: Client):
