@@ -99,6 +99,6 @@ def prepare_broker() -> None:
     options = app.conf.broker_transport_options or {}
     if not str(app.conf.broker_url).startswith("filesystem://"):
         return
-    for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):
+    for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder", "quarantine_folder"):
         if options.get(key):
             Path(options[key]).mkdir(parents=True, exist_ok=True)

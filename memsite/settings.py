@@ -221,14 +221,20 @@ CACHES = {
     )
 }
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL") or REDIS_URL or "filesystem://"
-BROKER_DIR = VAR_DIR / "broker"
+BROKER_DIR = Path(env_str("MEMSITE_BROKER_DIR", str(VAR_DIR / "broker")))
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
+# None: the URL's scheme picks the transport.
+CELERY_BROKER_TRANSPORT: str | None = None
 if CELERY_BROKER_URL.startswith("filesystem://"):
+    # kombu's filesystem transport can stop the worker on a message file it reads half-written;
+    # this subclass writes whole files and sets unreadable ones aside in "bad" (memsite/filesystem_broker.py).
+    CELERY_BROKER_TRANSPORT = "memsite.filesystem_broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),
         "processed_folder": str(BROKER_DIR / "processed"),
         "control_folder": str(BROKER_DIR / "control"),
+        "quarantine_folder": str(BROKER_DIR / "bad"),
         "store_processed": False,
     }
 # Job state lives in database rows (the ops view reads those), so no result backend.

@@ -36,6 +36,8 @@ def test_healthz_reports_database_and_broker_without_auth(client):
 @pytest.mark.django_db
 def test_healthz_says_503_when_the_broker_is_unreachable(client, monkeypatch):
     monkeypatch.setattr(celery_app.conf, "broker_url", "redis://127.0.0.1:1/0")
+    # Settings pair a Redis URL with no transport of their own (the embedded broker's would win).
+    monkeypatch.setitem(celery_app.conf, "broker_transport", None)
     response = client.get("/healthz")
     assert response.status_code == 503
     assert response.json()["broker"]["ok"] is False
@@ -50,8 +52,10 @@ def test_the_configured_database_and_broker_are_the_ones_in_use():
         assert settings.DATABASES["default"]["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
     if os.environ.get("REDIS_URL"):
         assert celery_app.conf.broker_url.startswith("redis://")
+        assert celery_app.conf.broker_transport is None
     else:
         assert celery_app.conf.broker_url == "filesystem://"
+        assert celery_app.conf.broker_transport == "memsite.filesystem_broker:Transport"
     with celery_app.connection_for_write() as conn:
         conn.ensure_connection(max_retries=1, timeout=3)
 

@@ -1,0 +1,191 @@
+"""The embedded default's broker: kombu's filesystem transport, safe against half-written messages.
+
+kombu 5.7 writes a message file in place (open, then write) and its reader decodes whatever it
+finds, so a reader that lists the file between the two reads it empty, and the JSONDecodeError
+stops the Celery worker for good. This transport:
+
+- writes each message under a name every reader ignores (`<name>.writing`), then renames it
+  into place: a reader sees the whole message or no file at all;
+- reads defensively: a file that is empty or does not decode is left where it is while it is
+  young (a producer without this transport may still be writing it), and once it is older than
+  `unreadable_grace` seconds it is moved to `quarantine_folder` with a warning. It never stops the
+  worker and is never deleted; the job it carried is a database row that its sweeper sends again.
+
+Chosen by `broker_transport` ("memsite.filesystem_broker:Transport") beside the `filesystem://`
+URL (memsite/settings.py). Its transport options are kombu's plus `quarantine_folder` and
+`unreadable_grace`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from functools import cached_property
+from pathlib import Path
+from queue import Empty
+from typing import Any
+
+from kombu.exceptions import ChannelError
+from kombu.transport import filesystem
+from kombu.utils.json import dumps, loads
+
+logger = logging.getLogger(__name__)
+
+# Readers only take names ending in ".<queue>.msg" (kombu's own reader too), so a file under this
+# suffix stays invisible until it is complete and renamed.
+WRITING_SUFFIX = ".writing"
+DEFAULT_UNREADABLE_GRACE = 5.0
+# A `.writing` file this old belongs to a producer that died before its rename: that send failed
+# (its job is re-sent by the sweeper), and the file is set aside rather than left in the queue folder.
+ABANDONED_WRITE_AFTER = 60.0
+
+
+def write_message_file(path: Path, content: bytes) -> None:
+    """Write `content` to `path` so that no other process ever sees part of it.
+
+    The rename alone makes that so. No fsync: it would triple the cost of a send (0.93 against
+    0.39 ms a send here, p99 2.8 against 0.65 ms, and an API write may send one) for a
+    guarantee the embedded database does not give either (SQLite in WAL with synchronous=NORMAL
+    may lose its last commits to a power cut). After one, a message file may be empty: the reader
+    sets it aside and the sweeper sends again the job, if its row survived.
+    """
+    temporary = path.with_name(path.name + WRITING_SUFFIX)  # message names are unique already
+    try:
+        temporary.write_bytes(content)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def create_whole_file(path: Path, content: bytes) -> None:
+    """Create `path` holding `content`, seen whole or not at all; FileExistsError when it exists
+    (a hard link never overwrites, where a rename would)."""
+    temporary = path.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}{WRITING_SUFFIX}")
+    try:
+        temporary.write_bytes(content)
+        os.link(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+class Channel(filesystem.Channel):
+    """kombu's filesystem channel with whole-file writes and reads that set bad files aside."""
+
+    @cached_property
+    def quarantine_folder(self) -> Path:
+        return Path(self.transport_options.get("quarantine_folder", "bad"))
+
+    @cached_property
+    def unreadable_grace(self) -> float:
+        return float(self.transport_options.get("unreadable_grace", DEFAULT_UNREADABLE_GRACE))
+
+    # kombu's filesystem channel narrows the virtual channel's signatures; the stubs say so too.
+    def _put(self, queue: str, payload: dict[str, Any], **kwargs: Any) -> None:  # type: ignore[override]
+        # The name kombu gives (its reader takes the oldest first), so both transports can share a folder.
+        name = f"{round(time.monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
+        path = Path(self.data_folder_out) / name
+        try:
+            write_message_file(path, dumps(payload).encode())
+        except OSError as exc:
+            raise ChannelError(f"Cannot add file {str(path)!r} to directory") from exc
+
+    def _get(self, queue: str) -> dict[str, Any]:  # type: ignore[override]
+        message_name = f"{queue}.msg"
+        for name in sorted(os.listdir(self.data_folder_in)):
+            # Like kombu: what follows the first dot names the queue.
+            queue_part = name.partition(".")[2]
+            if queue_part == message_name:
+                message = self._take(Path(self.data_folder_in) / name)
+                if message is not None:
+                    return message
+            elif queue_part == message_name + WRITING_SUFFIX:
+                self._set_aside_when_older_than(
+                    Path(self.data_folder_in) / name, ABANDONED_WRITE_AFTER, "was never completed"
+                )
+        raise Empty()
+
+    def _take(self, path: Path) -> dict[str, Any] | None:
+        """The message in `path`, removed from the queue; None when another consumer took it
+        first or when it cannot be read (then left for a later poll, or set aside when old)."""
+        try:
+            content = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise ChannelError(f"Cannot read file {str(path)!r} from queue.") from exc
+        message = self._decoded(content)
+        if message is None:
+            self._set_aside_when_older_than(path, self.unreadable_grace, "cannot be decoded")
+            return None
+        # Read first, claim second: removing the file is the claim, and only one consumer's
+        # removal succeeds. A complete message never changes, so what was read is what was claimed.
+        try:
+            if self.store_processed:
+                os.rename(path, Path(self.processed_folder) / path.name)
+            else:
+                path.unlink()
+        except FileNotFoundError:
+            return None
+        return message
+
+    def _decoded(self, content: bytes) -> dict[str, Any] | None:
+        """The message, or None when `content` is not one whole message as kombu writes it."""
+        try:
+            message = loads(content.decode("utf-8"))
+            if not isinstance(message, dict) or not isinstance(message.get("properties"), dict):
+                return None
+            properties = message["properties"]
+            if "delivery_tag" not in properties or not isinstance(properties.get("delivery_info"), dict):
+                return None
+            if message.get("body"):
+                # The consumer decodes the body again; a body that fails here would fail there,
+                # inside the worker's event loop.
+                self.decode_body(message["body"], properties.get("body_encoding"))
+        except Exception:  # any way a file can fail to decode must leave the worker running
+            return None
+        return message
+
+    def _set_aside_when_older_than(self, path: Path, age_limit: float, problem: str) -> None:
+        try:
+            age = time.time() - path.stat().st_mtime
+        except FileNotFoundError:
+            return
+        if age < age_limit:
+            return  # its producer may still be writing it
+        self.quarantine_folder.mkdir(parents=True, exist_ok=True)
+        target = self.quarantine_folder / path.name
+        if target.exists():
+            target = target.with_name(f"{path.name}.{uuid.uuid4().hex[:8]}")
+        try:
+            os.rename(path, target)
+        except FileNotFoundError:
+            return  # another consumer set it aside first
+        logger.warning(
+            "Broker file %s %s after %.0f s; moved to %s. The job it carried, if any, is sent again by its sweeper.",
+            path.name,
+            problem,
+            age,
+            target,
+        )
+
+    def _queue_bind(self, exchange: str, routing_key: str, pattern: str | None, queue: str) -> None:
+        """kombu creates a missing exchange table by opening it for writing before it locks it, so a
+        reader can read it empty and fail to decode it; a missing table is created whole here."""
+        # kombu's own path check (it refuses names that would leave the control folder); not in the stubs.
+        table: Path = self._exchange_file(exchange)  # type: ignore[attr-defined]
+        if not table.exists():
+            self.control_folder.mkdir(parents=True, exist_ok=True)
+            entry = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
+            try:
+                create_whole_file(table, dumps([entry]).encode())
+                return
+            except FileExistsError:
+                pass  # another process created it meanwhile: kombu adds this binding to it
+        super()._queue_bind(exchange, routing_key, pattern, queue)
+
+
+class Transport(filesystem.Transport):
+    Channel = Channel
