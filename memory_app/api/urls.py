@@ -4,11 +4,11 @@ from memory_app.agent_records import api as agent_memory_views
 from memory_app.compaction import api as compaction_api
 from memory_app.conversations import api as views
 from memory_app.events import api as events_api
-from memory_app.events import api as live_views
 from memory_app.facts import api as fact_views
 from memory_app.rounds import urls as round_urls
 from memory_app.search import api as search_api
 from memory_app.usage import api as usage_views
+from memory_app.webhooks import api as webhooks_api
 
 urlpatterns = [
     path("sessions/", views.SessionListCreateView.as_view(), name="session-list"),
@@ -35,17 +35,17 @@ urlpatterns = [
     path("search/", search_api.SearchView.as_view(), name="search"),
     path("events/", events_api.EventListView.as_view(), name="event-list"),
     path("usage/", usage_views.UsageView.as_view(), name="usage"),
-    path("events/stream/", live_views.EventStreamView.as_view(), name="event-stream"),
-    path("webhooks/", live_views.WebhookListCreateView.as_view(), name="webhook-list"),
-    path("webhooks/<uuid:webhook_id>/", live_views.WebhookDetailView.as_view(), name="webhook-detail"),
+    path("events/stream/", events_api.EventStreamView.as_view(), name="event-stream"),
+    path("webhooks/", webhooks_api.WebhookListCreateView.as_view(), name="webhook-list"),
+    path("webhooks/<uuid:webhook_id>/", webhooks_api.WebhookDetailView.as_view(), name="webhook-detail"),
     path(
         "webhooks/<uuid:webhook_id>/deliveries/",
-        live_views.WebhookDeliveryListView.as_view(),
+        webhooks_api.WebhookDeliveryListView.as_view(),
         name="webhook-delivery-list",
     ),
     path(
         "webhooks/<uuid:webhook_id>/deliveries/<uuid:delivery_id>/redeliver/",
-        live_views.WebhookRedeliverView.as_view(),
+        webhooks_api.WebhookRedeliverView.as_view(),
         name="webhook-redeliver",
     ),
     path(

@@ -1,4 +1,4 @@
-"""The live event feed (server-sent events) and webhooks API."""
+"""The event feed API: the team's MemoryEvents as a list and live as server-sent events."""
 
 from __future__ import annotations
 
@@ -12,25 +12,18 @@ from drf_spectacular.utils import (
     extend_schema,
     inline_serializer,
 )
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.negotiation import BaseContentNegotiation
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memory_app.api.base import TeamScopedView, query_params
-from memory_app.api.schema import page_schema
 from memory_app.conversations import selectors
 from memory_app.events import selectors as event_selectors
 from memory_app.events import serializers as event_serializers
-from memory_app.events import serializers as ls
 from memory_app.events import services as events
-from memory_app.tenancy.permissions import require_admin
-from memory_app.webhooks import selectors as webhook_selectors
-from memory_app.webhooks import services as webhooks
-from memory_app.webhooks.models import Webhook
 from memsite.errors import InvalidInput
 
 
@@ -52,7 +45,7 @@ class JSONErrorsNegotiation(BaseContentNegotiation):
 def _resume_point(request: Request, after: int | None) -> int:
     raw = request.headers.get("Last-Event-ID")
     if raw is not None and raw.strip():
-        serializer = ls.LastEventIdSerializer(data={"last_event_id": raw.strip()})
+        serializer = event_serializers.LastEventIdSerializer(data={"last_event_id": raw.strip()})
         if not serializer.is_valid():
             raise InvalidInput.for_field("Last-Event-ID", "must be the id of an event (a non-negative integer)")
         return serializer.validated_data["last_event_id"]
@@ -67,7 +60,7 @@ class EventStreamView(TeamScopedView):
     @extend_schema(
         operation_id="events_stream",
         parameters=[
-            ls.EventStreamQuerySerializer,
+            event_serializers.EventStreamQuerySerializer,
             OpenApiParameter(
                 "Last-Event-ID",
                 OpenApiTypes.INT,
@@ -100,7 +93,7 @@ class EventStreamView(TeamScopedView):
         },
     )
     def get(self, request: Request) -> StreamingHttpResponse:
-        query = query_params(ls.EventStreamQuerySerializer, request)
+        query = query_params(event_serializers.EventStreamQuerySerializer, request)
         session = selectors.session_get(team=self.team, session_id=query["session"]) if "session" in query else None
         cursor = events.EventCursor(
             team=self.team, session=session, position=_resume_point(request, query.get("after"))
@@ -112,105 +105,6 @@ class EventStreamView(TeamScopedView):
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # nginx would otherwise hold events back in its buffer
         return response
-
-
-class DeliveryPagination(LimitOffsetPagination):
-    default_limit = 50
-    max_limit = 500
-
-
-class WebhookScopedView(TeamScopedView):
-    def get_webhook(self) -> Webhook:
-        return webhook_selectors.webhook_get(team=self.team, webhook_id=self.kwargs["webhook_id"])
-
-
-class WebhookListCreateView(TeamScopedView):
-    """The team's webhooks; secrets are masked except in the creation answer."""
-
-    @extend_schema(operation_id="webhooks_list", responses=ls.WebhookOutputSerializer(many=True))
-    def get(self, request: Request) -> Response:
-        hooks = webhook_selectors.webhook_list(team=self.team)
-        return Response(ls.WebhookOutputSerializer(hooks, many=True, context={"request": request}).data)
-
-    @extend_schema(
-        operation_id="webhooks_create",
-        request=ls.WebhookInputSerializer,
-        responses={201: ls.WebhookCreatedSerializer},
-        description="Admin key. The answer carries the signing `secret` this one time.",
-    )
-    def post(self, request: Request) -> Response:
-        require_admin(request, "manage webhooks")
-        serializer = ls.WebhookInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        webhook, secret = webhooks.webhook_create(
-            team=self.team, actor=f"key:{self.api_key.prefix}", **serializer.validated_data
-        )
-        data = ls.WebhookOutputSerializer(webhook, context={"request": request}).data
-        data["secret"] = secret
-        return Response(data, status=status.HTTP_201_CREATED)
-
-
-class WebhookDetailView(WebhookScopedView):
-    """One of the team's webhooks (writes need an admin key)."""
-
-    @extend_schema(operation_id="webhooks_retrieve", responses=ls.WebhookOutputSerializer)
-    def get(self, request: Request, webhook_id: str) -> Response:
-        return Response(ls.WebhookOutputSerializer(self.get_webhook(), context={"request": request}).data)
-
-    @extend_schema(
-        operation_id="webhooks_partial_update",
-        request=ls.WebhookInputSerializer(partial=True),
-        responses=ls.WebhookOutputSerializer,
-        description="Admin key.",
-    )
-    def patch(self, request: Request, webhook_id: str) -> Response:
-        webhook = self.get_webhook()
-        require_admin(request, "manage webhooks")
-        serializer = ls.WebhookInputSerializer(data=request.data, partial=True)
-        serializer.is_valid(raise_exception=True)
-        webhook = webhooks.webhook_update(webhook=webhook, data=serializer.validated_data)
-        return Response(ls.WebhookOutputSerializer(webhook, context={"request": request}).data)
-
-    @extend_schema(operation_id="webhooks_destroy", responses={204: None}, description="Admin key.")
-    def delete(self, request: Request, webhook_id: str) -> Response:
-        webhook = self.get_webhook()
-        require_admin(request, "manage webhooks")
-        webhooks.webhook_delete(webhook=webhook)
-        return Response(status=status.HTTP_204_NO_CONTENT)
-
-
-class WebhookDeliveryListView(WebhookScopedView):
-    """A webhook's delivery log, newest first."""
-
-    @extend_schema(
-        operation_id="webhooks_deliveries_list",
-        parameters=[ls.DeliveryQuerySerializer],
-        responses=page_schema("WebhookDeliveryPage", ls.WebhookDeliverySerializer(many=True)),
-    )
-    def get(self, request: Request, webhook_id: str) -> Response:
-        query = query_params(ls.DeliveryQuerySerializer, request)
-        deliveries = webhook_selectors.delivery_list(
-            team=self.team, webhook=self.get_webhook(), status=query.get("status")
-        )
-        paginator = DeliveryPagination()
-        page = paginator.paginate_queryset(deliveries, request, view=self)
-        return paginator.get_paginated_response(ls.WebhookDeliverySerializer(page, many=True).data)
-
-
-class WebhookRedeliverView(WebhookScopedView):
-    """Send a finished delivery again."""
-
-    @extend_schema(
-        operation_id="webhooks_deliveries_redeliver",
-        request=None,
-        responses={202: ls.WebhookDeliverySerializer},
-        description="Admin key. Sends a failed or delivered delivery's payload again as a new delivery.",
-    )
-    def post(self, request: Request, webhook_id: str, delivery_id: str) -> Response:
-        delivery = webhook_selectors.delivery_get(team=self.team, webhook=self.get_webhook(), delivery_id=delivery_id)
-        require_admin(request, "redeliver webhooks")
-        again = webhooks.webhook_redeliver(delivery=delivery)
-        return Response(ls.WebhookDeliverySerializer(again).data, status=status.HTTP_202_ACCEPTED)
 
 
 class EventListView(TeamScopedView):
