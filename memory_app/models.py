@@ -2,11 +2,11 @@
 app's models from this module, and migrations name the custom field by its path here."""
 
 from memory_app.agent_records.models import AgentMemory, AgentMemoryEntry
-from memory_app.api.models import IdempotencyRecord
 from memory_app.compaction.models import CompactionRun
 from memory_app.conversations.models import MemoryType, Message, Session
 from memory_app.events.models import EventStreamLease, MemoryEvent
 from memory_app.facts.models import Fact, FactExtractionRun
+from memory_app.idempotency.models import IdempotencyRecord
 from memory_app.rounds.models import Attachment, Round, ScratchEntry, SharedMemoryEntry
 from memory_app.search.models import IndexRun, SearchItem, SearchKind
 from memory_app.tenancy.models import ApiKey, Team, TeamMembership

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from celery import shared_task
 
 from memory_app.agent_records import services as agent_memory
-from memory_app.api import idempotency
 from memory_app.compaction import services as compaction
 from memory_app.facts import extraction as fact_extraction
+from memory_app.idempotency import services as idempotency
 from memory_app.ops.metrics import observed_job
 from memory_app.search import services as search_index
 from memory_app.webhooks import services as webhooks

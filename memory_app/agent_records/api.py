@@ -22,6 +22,7 @@ from memory_app.agent_records import services as agent_memory
 from memory_app.agent_records.models import AgentMemory, AgentMemoryEntry
 from memory_app.api.base import TeamScopedView, query_params
 from memory_app.conversations import selectors
+from memory_app.conversations.api import SessionScopedView
 from memory_app.conversations.models import Session
 from memsite import safe_yaml
 from memsite.parsers import JSONParser, check_body
@@ -80,7 +81,7 @@ _DOCUMENT_HELP = (
 )
 
 
-class AgentScopedView(TeamScopedView):
+class AgentScopedView(SessionScopedView):
     renderer_classes = DOCUMENT_RENDERERS
     parser_classes = DOCUMENT_PARSERS
 
@@ -242,7 +243,7 @@ class MemoryPromptView(AgentScopedView):
         return Response({"session": str(session.pk), "agent": self.agent, "text": text})
 
 
-class ArbiterSummaryView(TeamScopedView):
+class ArbiterSummaryView(SessionScopedView):
     renderer_classes = TEXT_RENDERERS
 
     @extend_schema(

@@ -11,8 +11,6 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from memory_app.conversations import selectors
-from memory_app.conversations.models import Session
 from memory_app.tenancy.models import ApiKey, Team
 from memory_app.tenancy.permissions import request_api_key
 
@@ -27,9 +25,6 @@ class TeamScopedView(APIView):
     @property
     def team(self) -> Team:
         return self.api_key.team
-
-    def get_session(self) -> Session:
-        return selectors.session_get(team=self.team, session_id=self.kwargs["session_id"])
 
 
 def query_params(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:

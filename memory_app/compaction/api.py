@@ -7,15 +7,16 @@ from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memory_app.api.base import TeamScopedView, query_params
+from memory_app.api.base import query_params
 from memory_app.compaction import selectors as compaction_selectors
 from memory_app.compaction import serializers as compaction_serializers
 from memory_app.compaction import services as compaction
 from memory_app.compaction.models import CompactionRun
+from memory_app.conversations.api import SessionScopedView
 from memory_app.tenancy.throttles import LLMEndpointThrottle
 
 
-class CompactView(TeamScopedView):
+class CompactView(SessionScopedView):
     throttle_classes = [LLMEndpointThrottle]
 
     @extend_schema(
@@ -34,7 +35,7 @@ class CompactView(TeamScopedView):
         return Response(compaction_serializers.CompactionRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
 
-class CompactionListView(TeamScopedView):
+class CompactionListView(SessionScopedView):
     @extend_schema(
         operation_id="sessions_compactions_list", responses=compaction_serializers.CompactionRunSerializer(many=True)
     )
@@ -43,7 +44,7 @@ class CompactionListView(TeamScopedView):
         return Response(compaction_serializers.CompactionRunSerializer(runs, many=True).data)
 
 
-class CompactionRevertView(TeamScopedView):
+class CompactionRevertView(SessionScopedView):
     @extend_schema(request=None, responses=compaction_serializers.CompactionRunSerializer)
     def post(self, request: Request, session_id: str, run_id: str) -> Response:
         run = compaction_selectors.compaction_run_get(session=self.get_session(), run_id=run_id)

@@ -15,13 +15,23 @@ from rest_framework.response import Response
 
 from memory_app.agent_records import selectors as agent_memory_selectors
 from memory_app.api.base import TeamScopedView, query_params
-from memory_app.api.idempotent import KEY_PARAMETER, idempotent_write
 from memory_app.compaction import services as compaction
 from memory_app.conversations import context, selectors, services
 from memory_app.conversations import serializers as s
+from memory_app.conversations.models import Session
+from memory_app.idempotency.api import KEY_PARAMETER, idempotent_write
 from memory_app.search import recall
 from memory_app.tenancy.permissions import require_admin
 from memory_app.usage import llm_calls as llm_usage
+
+
+class SessionScopedView(TeamScopedView):
+    # No docstring on purpose: the OpenAPI schema describes a view without one by the nearest
+    # docstring up its classes, TeamScopedView's, and endpoints under a session keep that text.
+
+    def get_session(self) -> Session:
+        """The team's session named by the URL's `session_id` (NotFound for another team's)."""
+        return selectors.session_get(team=self.team, session_id=self.kwargs["session_id"])
 
 
 class SessionPagination(LimitOffsetPagination):
@@ -77,7 +87,7 @@ class SessionListCreateView(TeamScopedView):
         return idempotent_write(request, team=self.team, write=create, session_of=lambda answer: answer.data["id"])
 
 
-class SessionDetailView(TeamScopedView):
+class SessionDetailView(SessionScopedView):
     @extend_schema(responses=s.SessionOutputSerializer)
     def get(self, request: Request, session_id: str) -> Response:
         return Response(s.SessionOutputSerializer(self.get_session()).data)
@@ -112,7 +122,7 @@ _MESSAGES_PAGE = inline_serializer(
 _APPENDED = inline_serializer("AppendedMessages", {"messages": s.AppendedSerializer(many=True)})
 
 
-class MessageListCreateView(TeamScopedView):
+class MessageListCreateView(SessionScopedView):
     @extend_schema(
         operation_id="sessions_messages_list", parameters=[s.MessageListQuerySerializer], responses=_MESSAGES_PAGE
     )
@@ -160,7 +170,7 @@ class MessageListCreateView(TeamScopedView):
         return False, [single.validated_data]
 
 
-class MessageDetailView(TeamScopedView):
+class MessageDetailView(SessionScopedView):
     def get_message(self) -> Any:
         return selectors.message_get(session=self.get_session(), message_id=self.kwargs["message_id"])
 
@@ -183,7 +193,7 @@ class MessageDetailView(TeamScopedView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class SessionResetView(TeamScopedView):
+class SessionResetView(SessionScopedView):
     @extend_schema(
         request=None,
         responses=inline_serializer("ResetResult", {"deleted_messages": serializers.IntegerField()}),
@@ -193,7 +203,7 @@ class SessionResetView(TeamScopedView):
         return Response({"deleted_messages": deleted})
 
 
-class ContextView(TeamScopedView):
+class ContextView(SessionScopedView):
     @extend_schema(
         parameters=[s.ContextQuerySerializer],
         responses=s.ContextOutputSerializer,
@@ -232,7 +242,7 @@ class ContextView(TeamScopedView):
         return Response(body)
 
 
-class SessionExportView(TeamScopedView):
+class SessionExportView(SessionScopedView):
     def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
         # `?format=rawko` names the zip below, not a renderer; its errors are JSON.
         if request.query_params.get("format") == "rawko":

@@ -124,7 +124,7 @@ class ExtractFactsView(FactsView):
         "session) or over a given `text` spoken by `role`.",
     )
     def post(self, request: Request, session_id: str) -> Response:
-        session = self.get_session()
+        session = selectors.session_get(team=self.team, session_id=session_id)
         serializer = fs.ExtractFactsInputSerializer(data=request.data or {})
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data

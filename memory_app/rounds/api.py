@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memory_app.api.base import TeamScopedView, query_params
+from memory_app.conversations.api import SessionScopedView
 from memory_app.rounds import scratch
 from memory_app.rounds import selectors as round_selectors
 from memory_app.rounds import serializers as rs
@@ -22,7 +23,7 @@ from memory_app.rounds.models import Round
 from memsite.parsers import JSONParser
 
 
-class RoundScopedView(TeamScopedView):
+class RoundScopedView(SessionScopedView):
     def get_round(self) -> Round:
         return round_selectors.round_get(session=self.get_session(), round_id=self.kwargs["round_id"])
 
@@ -33,7 +34,7 @@ _ROUND_PAGE = inline_serializer(
 )
 
 
-class RoundListCreateView(TeamScopedView):
+class RoundListCreateView(SessionScopedView):
     @extend_schema(
         operation_id="sessions_rounds_list",
         parameters=[rs.RoundListQuerySerializer],
@@ -117,7 +118,7 @@ class PostCreateView(RoundScopedView):
         return Response(rs.PostOutputSerializer(result.message).data, status=code)
 
 
-class SharedMemoryView(TeamScopedView):
+class SharedMemoryView(SessionScopedView):
     @extend_schema(
         operation_id="sessions_shared_memory_list",
         parameters=[rs.SharedMemoryQuerySerializer],
@@ -170,7 +171,7 @@ class FormatFirstNegotiation(DefaultContentNegotiation):
         return super().select_renderer(request, renderers, format_suffix)
 
 
-class ConversationExportView(TeamScopedView):
+class ConversationExportView(SessionScopedView):
     renderer_classes = [JSONRenderer, rs.YAMLRenderer]
     content_negotiation_class = FormatFirstNegotiation
 
@@ -207,7 +208,7 @@ class ConversationImportView(TeamScopedView):
         return Response(body, status=status.HTTP_201_CREATED)
 
 
-class ScratchView(TeamScopedView):
+class ScratchView(SessionScopedView):
     @extend_schema(
         operation_id="sessions_scratch_list",
         responses=rs.ScratchOutputSerializer(many=True),

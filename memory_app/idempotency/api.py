@@ -1,4 +1,4 @@
-"""The API side of Idempotency-Key (memory_app.api.idempotency): wrap a write view's body."""
+"""The API side of Idempotency-Key (memory_app.idempotency.services): wrap a write view's body."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from memory_app.api import idempotency
+from memory_app.idempotency import services as idempotency
 from memory_app.tenancy.models import Team
 
 REPLAYED_HEADER = "Idempotent-Replayed"

@@ -26,7 +26,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.utils import timezone
 
-from memory_app.api.models import IdempotencyRecord
+from memory_app.idempotency.models import IdempotencyRecord
 from memory_app.tenancy.models import Team
 from memsite.errors import IdempotencyKeyReused, InvalidInput
 

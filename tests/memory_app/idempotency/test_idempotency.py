@@ -9,10 +9,10 @@ import pytest
 from django.db import OperationalError
 from django.utils import timezone
 
-from memory_app.api import idempotency
-from memory_app.api.models import IdempotencyRecord
 from memory_app.compaction.models import CompactionRun
 from memory_app.conversations.models import Message, Session
+from memory_app.idempotency import services as idempotency
+from memory_app.idempotency.models import IdempotencyRecord
 
 pytestmark = pytest.mark.django_db
 
