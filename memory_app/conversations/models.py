@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
 
 from django.db import models
 from django.db.models import Q
 
 from memory_app.tenancy.models import Team
 from memsite.fields import JSONField, VerbatimJSONField
-
-if TYPE_CHECKING:  # the rounds models build on these
-    from memory_app.rounds.models import Attachment
 
 
 class MemoryType(models.TextChoices):
@@ -107,10 +103,6 @@ class Message(models.Model):
     token_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-
-    # Not columns: a post's attachments and round id, set by the rounds selectors and the post API.
-    attachments_read: list[Attachment]
-    round_ref: str
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["session", "seq"], name="uniq_message_seq")]

@@ -19,7 +19,7 @@ from memory_app.rounds import scratch
 from memory_app.rounds import selectors as round_selectors
 from memory_app.rounds import serializers as rs
 from memory_app.rounds import services as rounds
-from memory_app.rounds.models import Round
+from memory_app.rounds.models import Post, Round
 from memsite.parsers import JSONParser
 
 
@@ -112,10 +112,9 @@ class PostCreateView(RoundScopedView):
         serializer = rs.PostInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         result = rounds.post_create(round_=round_, post=serializer.validated_data)
-        result.message.attachments_read = result.attachments
-        result.message.round_ref = round_.round_id
+        post = Post(message=result.message, attachments=result.attachments, round_id=round_.round_id)
         code = status.HTTP_200_OK if result.replayed else status.HTTP_201_CREATED
-        return Response(rs.PostOutputSerializer(result.message).data, status=code)
+        return Response(rs.PostOutputSerializer(post).data, status=code)
 
 
 class SharedMemoryView(SessionScopedView):

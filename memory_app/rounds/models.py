@@ -7,6 +7,8 @@ lives here: its typed attachments. Imported by memory_app.models.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db import models
 
 from memory_app.conversations.models import Message, Session
@@ -32,7 +34,7 @@ class Round(models.Model):
     state = models.CharField(max_length=16, choices=State.choices, default=State.CREATED)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-    posts_read: list[Message]  # not a column: the round's posts, set by round_selectors.attach_posts
+    posts_read: list[Post]  # not a column: the round's posts, set by round_selectors.attach_posts
 
     class Meta:
         constraints = [
@@ -63,6 +65,16 @@ class Attachment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type}: {self.content[:40]}"
+
+
+@dataclass(frozen=True)
+class Post:
+    """A post as the rounds code reads it: its message, its attachments in list order and its
+    round's id. A record of its own, so that nothing here sets attributes on conversations' Message."""
+
+    message: Message
+    attachments: list[Attachment]
+    round_id: str  # the round's own id ("round-..."), not Message.round_id (the row's key)
 
 
 class SharedMemoryEntry(models.Model):

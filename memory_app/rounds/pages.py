@@ -19,13 +19,13 @@ from django.shortcuts import render
 
 from memory_app.agent_records import selectors as agent_memory_selectors
 from memory_app.agent_records.models import AgentMemory, AgentMemoryEntry
-from memory_app.conversations.models import Message, Session
+from memory_app.conversations.models import Session
 from memory_app.conversations.pages import _team_session, pretty_json
 from memory_app.dashboard.decorators import get_or_404, non_negative_int, team_page
 from memory_app.dashboard.role_colours import ROLE_PALETTE as ROLE_PALETTE  # re-exported: its tests read it here
 from memory_app.dashboard.role_colours import role_hue
 from memory_app.rounds import selectors as round_selectors
-from memory_app.rounds.models import Attachment, Round, SharedMemoryEntry
+from memory_app.rounds.models import Attachment, Post, Round, SharedMemoryEntry
 from memory_app.tenancy.models import Team
 
 ROUNDS_PER_PAGE = 20
@@ -86,21 +86,21 @@ def _attachment_view(attachment: Attachment) -> AttachmentView:
     )
 
 
-def _post_view(message: Message) -> PostView:
-    post = round_selectors.post_dict(message)
+def _post_view(post: Post) -> PostView:
+    shape = round_selectors.post_dict(post)
     return PostView(
-        seq=message.seq,
-        send_from=post["send_from"],
-        send_to=post["send_to"],
-        from_hue=role_hue(post["send_from"]),
-        to_hue=role_hue(post["send_to"]),
-        text=post["message"],
-        attachments=[_attachment_view(a) for a in message.attachments_read],
+        seq=post.message.seq,
+        send_from=shape["send_from"],
+        send_to=shape["send_to"],
+        from_hue=role_hue(shape["send_from"]),
+        to_hue=role_hue(shape["send_to"]),
+        text=shape["message"],
+        attachments=[_attachment_view(a) for a in post.attachments],
     )
 
 
 def _round_view(round_: Round) -> RoundView:
-    posts = [_post_view(message) for message in round_.posts_read]
+    posts = [_post_view(post) for post in round_.posts_read]
     roles: list[str] = []
     for post in posts:
         for role in (post.send_from, post.send_to):

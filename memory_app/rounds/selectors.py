@@ -13,7 +13,7 @@ from typing import Any
 from django.db.models import Q
 
 from memory_app.conversations.models import Message, Session
-from memory_app.rounds.models import Attachment, Round, SharedMemoryEntry
+from memory_app.rounds.models import Attachment, Post, Round, SharedMemoryEntry
 from memory_client.vocabulary.messages import content_text
 from memsite.errors import NotFound
 
@@ -32,7 +32,7 @@ def _role_filter(role: str) -> Q:
 
 
 def attach_posts(rounds: Sequence[Round], *, role: str | None) -> None:
-    """Set `round.posts_read` (seq order) and each post's `attachments_read` (list order)."""
+    """Set `round.posts_read`: its posts in seq order, each with its attachments in list order."""
     if not rounds:
         return
     posts = Message.objects.filter(round__in=[round_.pk for round_ in rounds])
@@ -45,17 +45,19 @@ def attach_posts(rounds: Sequence[Round], *, role: str | None) -> None:
             "message", "position"
         ):
             attachments.setdefault(attachment.message_id, []).append(attachment)
-    by_round: dict[int | None, list[Message]] = {}
+    # Keyed like Message.round_id (nullable), though every post read here is in one of `rounds`.
+    round_ids: dict[int | None, str] = {round_.pk: round_.round_id for round_ in rounds}
+    by_round: dict[int | None, list[Post]] = {}
     for message in messages:
-        message.attachments_read = attachments.get(message.pk, [])
-        by_round.setdefault(message.round_id, []).append(message)
+        post = Post(message=message, attachments=attachments.get(message.pk, []), round_id=round_ids[message.round_id])
+        by_round.setdefault(message.round_id, []).append(post)
     for round_ in rounds:
         round_.posts_read = by_round.get(round_.pk, [])
 
 
 @dataclass(frozen=True)
 class RoundPage:
-    rounds: list[Round]  # with posts_read / attachments_read
+    rounds: list[Round]  # with posts_read
     next_after: int | None  # the `after` cursor (a round order) of the next page
 
 
@@ -122,15 +124,16 @@ def attachment_dict(attachment: Attachment) -> dict[str, Any]:
     }
 
 
-def post_dict(message: Message) -> dict[str, Any]:
-    """Post.to_dict of a post message (reads `attachments_read`)."""
+def post_dict(post: Post) -> dict[str, Any]:
+    """Post.to_dict of a post (its message and attachments)."""
+    message = post.message
     content = message.content
     return {
         "id": message.post_id or f"post-{message.pk.hex[:12]}",
         "message": content if isinstance(content, str) else content_text(content),
         "send_from": message.send_from or "",
         "send_to": message.send_to or "",
-        "attachment_list": [attachment_dict(a) for a in getattr(message, "attachments_read", [])],
+        "attachment_list": [attachment_dict(a) for a in post.attachments],
     }
 
 
@@ -140,7 +143,7 @@ def round_dict(round_: Round) -> dict[str, Any]:
         "id": round_.round_id,
         "user_query": round_.user_query,
         "state": round_.state,
-        "post_list": [post_dict(message) for message in getattr(round_, "posts_read", [])],
+        "post_list": [post_dict(post) for post in getattr(round_, "posts_read", [])],
     }
 
 

@@ -14,7 +14,7 @@ from memory_app.conversations.models import Message
 from memory_app.conversations.serializers import MAX_TEXT_CHARS
 from memory_app.facts.serializers import StrictCharField
 from memory_app.rounds import selectors as round_selectors
-from memory_app.rounds.models import Round, ScratchEntry, SharedMemoryEntry
+from memory_app.rounds.models import Post, Round, ScratchEntry, SharedMemoryEntry
 from memory_app.rounds.services import ROUND_ID, ROUND_ID_RULE, SHARED_MEMORY_TYPE, shared_entry_problem
 from memory_client.vocabulary.conversation import ATTACHMENT_TYPES
 from memsite import safe_yaml
@@ -121,13 +121,13 @@ class PostOutputSerializer(serializers.Serializer):
     role = serializers.CharField()
     round = serializers.CharField()
 
-    def to_representation(self, instance: Message) -> dict[str, Any]:
+    def to_representation(self, instance: Post) -> dict[str, Any]:
         return {
             **round_selectors.post_dict(instance),
-            "message_id": str(instance.pk),
-            "seq": int(instance.seq),
-            "role": instance.role,
-            "round": getattr(instance, "round_ref", None) or (instance.round.round_id if instance.round else None),
+            "message_id": str(instance.message.pk),
+            "seq": int(instance.message.seq),
+            "role": instance.message.role,
+            "round": instance.round_id,
         }
 
 
@@ -144,8 +144,6 @@ class RoundOutputSerializer(serializers.Serializer):
 
     def to_representation(self, instance: Round) -> dict[str, Any]:
         posts = getattr(instance, "posts_read", [])
-        for post in posts:
-            post.round_ref = instance.round_id
         out = round_selectors.round_dict(instance)
         out["post_list"] = PostOutputSerializer(posts, many=True).data
         out["order"] = instance.order
