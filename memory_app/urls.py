@@ -30,7 +30,7 @@ urlpatterns = [
     ),
     path(
         "sessions/<uuid:session_id>/compactions/<uuid:run_id>/revert/",
-        views.session_compaction_revert,
+        compaction_pages.session_compaction_revert,
         name="compaction_revert",
     ),
     path("search/", search_pages.search_page, name="search"),

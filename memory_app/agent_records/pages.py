@@ -33,10 +33,9 @@ from memory_app.agent_records.selectors import AgentSighting, AgentTally
 from memory_app.conversations import selectors as session_selectors
 from memory_app.conversations.models import Message, Session
 from memory_app.dashboard.decorators import team_page
+from memory_app.dashboard.links import agent_url, message_url
 from memory_app.dashboard.role_colours import role_hue
-from memory_app.search.pages import _message_url as message_url
 from memory_app.tenancy.models import Team
-from memory_app.usage import pages as usage_pages
 from memory_app.usage import selectors as usage_selectors
 from memory_client.vocabulary.messages import content_text
 
@@ -52,16 +51,6 @@ EXCERPT_CHARS = 240
 LEDGER_START = datetime(2000, 1, 1, tzinfo=UTC)
 # An experience's page is e/<slug:exp_id>/: an id that is no slug has no page to link.
 EXPERIENCE_SLUG = re.compile(r"[-a-zA-Z0-9_]+")
-
-
-def agent_url(name: str) -> str:
-    """The agent's page, or "" when its name cannot be a path.
-
-    Browsers and proxies resolve "." and ".." segments and merge "//" before the request reaches
-    us, so a name with such a part (possible in a message's send_from) would open another page."""
-    if any(part in ("", ".", "..") for part in name.split("/")):
-        return ""
-    return reverse("dashboard:agent", args=[name])
 
 
 # --- experience selections, through experiences_app's app config ---------------------------------
@@ -283,7 +272,7 @@ def agent_detail(request: HttpRequest, agent: str, *, team: Team, teams: list[Te
             "hue": role_hue(agent),
             "summary": summary,
             "usage": _usage(team, agent),
-            "usage_query": urlencode({"agent": agent, "days": max(usage_pages.RANGES, key=int)}),
+            "usage_query": urlencode({"agent": agent, "days": max(usage_selectors.DAY_RANGES, key=int)}),
             "sessions": sessions,
             "session_rows": session_rows,
             "message_list": messages,

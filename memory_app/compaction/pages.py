@@ -1,13 +1,12 @@
-"""The session page's compaction panel: the token gauge, "Compact now" (offered only when the
-service would accept it), the live status of the current run, and the session's memory_config
-in plain words. The panel is also a partial the page polls (static/js/dashboard.js liveRegion),
-so a queued run is followed to done or failed without a reload.
+"""Compaction's dashboard pages: "Compact now", the revert of a run from the session page's
+ledger, and the compaction panel alone, a partial the session page polls (static/js/dashboard.js
+liveRegion), so a queued run is followed to done or failed without a reload. What the panel and
+the ledger show is built in memory_app/compaction/panels.py.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 
 from django.contrib import messages as flash
 from django.http import HttpRequest, HttpResponse
@@ -15,104 +14,15 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from memory_app.compaction import pipeline
 from memory_app.compaction import selectors as compaction_selectors
 from memory_app.compaction import services as compaction
-from memory_app.compaction.config import ManagedMemoryConfig
 from memory_app.compaction.models import CompactionRun
+from memory_app.compaction.panels import compaction_panel
 from memory_app.conversations import selectors
 from memory_app.conversations.models import MemoryType, Session
 from memory_app.dashboard.decorators import get_or_404, team_page
 from memory_app.tenancy.models import Team
 from memsite.errors import Conflict
-
-# While a run is pending or running the panel polls this often; otherwise it still looks now
-# and then, so a compaction an agent's append queued shows up too.
-POLL_ACTIVE_SECONDS = 2
-POLL_IDLE_SECONDS = 15
-
-
-@dataclass(frozen=True)
-class TokenGauge:
-    """The session's active context (Session.active_tokens) against its threshold."""
-
-    tokens: int
-    threshold: int | None
-    target: int | None  # what a compaction aims to bring it down to
-    # Why "Compact now" would do nothing (None: it is offered), and why no compaction is queued
-    # automatically although one is due (a revert's hold, runs without progress).
-    blocker: str | None = None
-    hold: str | None = None
-
-    @property
-    def percent(self) -> float:
-        return 100 * self.tokens / self.threshold if self.threshold else 0.0
-
-    @property
-    def bar_percent(self) -> float:
-        return min(self.percent, 100.0)
-
-    @property
-    def target_percent(self) -> float:
-        return 100 * self.target / self.threshold if self.threshold and self.target else 0.0
-
-    @property
-    def level(self) -> str:
-        return "over" if self.percent >= 100 else "high" if self.percent >= 80 else "ok"
-
-    @property
-    def figures(self) -> dict[str, str]:
-        """The numbers as read: 150,000 rather than 150000."""
-        return {name: f"{value:,}" for name, value in vars(self).items() if isinstance(value, int)}
-
-
-def token_gauge(session: Session, *, run_active: bool = False) -> TokenGauge:
-    """The gauge, with why "Compact now" is not offered. With a run active that is not asked:
-    the run is what compaction_request would return."""
-    if session.memory_type != MemoryType.MANAGED_CONVERSATION:
-        return TokenGauge(tokens=session.active_tokens, threshold=None, target=None)
-    config = compaction.session_config(session)
-    if not config.active_context.enabled:
-        return TokenGauge(tokens=session.active_tokens, threshold=None, target=None)
-    # The service's own rule: "Compact now" is offered exactly when compaction_request accepts it.
-    blocker = None if run_active else compaction.compaction_blocker(session=session)
-    over = session.active_tokens > config.threshold_tokens
-    hold = compaction.auto_compaction_hold(session) if over and blocker is None and not run_active else None
-    return TokenGauge(
-        tokens=session.active_tokens,
-        threshold=config.threshold_tokens,
-        target=config.compaction_target_tokens,
-        blocker=blocker,
-        hold=hold,
-    )
-
-
-# --- the panel ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CompactionPanel:
-    gauge: TokenGauge
-    current: CompactionRun | None  # the newest run: pending or running, or how the last one ended
-
-    @property
-    def active(self) -> bool:
-        return self.current is not None and self.current.status in CompactionRun.ACTIVE
-
-    @property
-    def poll_seconds(self) -> int:
-        return POLL_ACTIVE_SECONDS if self.active else POLL_IDLE_SECONDS
-
-
-def compaction_panel(session: Session) -> CompactionPanel:
-    """The gauge and the newest run, read now (the partial the page polls)."""
-    return panel_for(session, compaction_selectors.compaction_runs(session=session).first())
-
-
-def panel_for(session: Session, newest: CompactionRun | None) -> CompactionPanel:
-    """The panel around `newest`, the session's newest run."""
-    active = newest is not None and newest.status in CompactionRun.ACTIVE
-    return CompactionPanel(gauge=token_gauge(session, run_active=active), current=newest)
 
 
 def _panel_context(session: Session) -> dict[str, object]:
@@ -121,119 +31,6 @@ def _panel_context(session: Session) -> dict[str, object]:
         "panel": compaction_panel(session),
         "is_managed": session.memory_type == MemoryType.MANAGED_CONVERSATION,
     }
-
-
-def session_compaction_context(session: Session, *, newest: CompactionRun | None) -> dict[str, object]:
-    """What the session page adds for its compaction panel and memory_config (`newest`: the
-    ledger's newest run, read once for both)."""
-    managed = session.memory_type == MemoryType.MANAGED_CONVERSATION
-    panel = panel_for(session, newest)
-    return {
-        "panel": panel,
-        "gauge": panel.gauge,
-        "config_lines": memory_config_lines(compaction.session_config(session)) if managed else [],
-    }
-
-
-# --- memory_config in plain words -----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ConfigLine:
-    label: str
-    value: str  # in words, with units
-    setting: str  # the memory_config key(s) it reads, for whoever writes the JSON
-
-
-def _rounds(count: int) -> str:
-    count = max(count, 1)  # 0 protects the newest round too (pipeline.protected_tail_start)
-    return "the newest assistant turn" if count == 1 else f"the newest {count} assistant turns"
-
-
-_TRIGGERS = {"add": "an append", "get_messages": "a context read"}
-
-
-def _on(flag: bool) -> str:
-    return "on" if flag else "off"
-
-
-def memory_config_lines(config: ManagedMemoryConfig) -> list[ConfigLine]:
-    """The session's managed-context settings as a person reads them: what each one does, with
-    its unit. Figures derived by the services (target, summary budget) come from them."""
-    policy = config.active_context
-    running = pipeline.chain(config)
-    truncation, summarization = policy.tool_truncation, policy.summarization
-    triggers = " or ".join(_TRIGGERS[event] for event in config.trigger_events if event in _TRIGGERS)
-    lines = [
-        ConfigLine(
-            "Compaction threshold",
-            f"{config.threshold_tokens:,} tokens of active context; "
-            + (
-                f"passing it queues a compaction after {triggers}"
-                if triggers
-                else "no event queues a compaction automatically (Compact now only)"
-            ),
-            "threshold_tokens, trigger_events",
-        ),
-        ConfigLine(
-            "Compaction target",
-            f"{config.compaction_target_tokens:,} tokens (the threshold less "
-            f"{policy.min_reduction_ratio:.0%}); an automatic compaction runs only if it saves at least that share",
-            "active_context.min_reduction_ratio",
-        ),
-        ConfigLine(
-            "Managed context",
-            f"{_on(policy.enabled)}, mode “{policy.mode.replace('_', ' ')}”",
-            "active_context.enabled, active_context.mode",
-        ),
-        ConfigLine(
-            "Processors, in order",
-            " → ".join(name.replace("_", " ") for name in running) or "none",
-            "active_context.processor_order, excluded_processors",
-        ),
-    ]
-    if policy.mode == pipeline.SLIDING_WINDOW:
-        lines.append(
-            ConfigLine(
-                "Sliding window",
-                f"{_on(policy.sliding_window.enabled)}; serves at most "
-                f"{int(config.compaction_target_tokens * (1 - policy.sliding_window.headroom_percent)):,} tokens "
-                f"({policy.sliding_window.headroom_percent:.0%} headroom below the target)",
-                "active_context.sliding_window",
-            )
-        )
-    lines += [
-        ConfigLine(
-            "Tool truncation",
-            f"{_on(truncation.enabled and 'tool_truncation' in running)}; tool outputs over "
-            f"{truncation.max_tool_message_tokens:,} tokens are cut to that and marked "
-            f"“{truncation.append_marker.strip()}”, "
-            f"except in {_rounds(truncation.grace_recent_messages)}",
-            "active_context.tool_truncation",
-        ),
-        ConfigLine(
-            "Summarization",
-            f"{_on(pipeline.summarization_usable(config))}; {_rounds(summarization.grace_recent_messages)} "
-            f"and what follows are never summarised; a summary is at most "
-            f"{compaction.summary_budget(config):,} tokens"
-            + ("; the first user message is kept word for word" if summarization.include_original_instruction else "")
-            + (
-                f"; keeps at most {summarization.max_retained_images} image(s)"
-                if summarization.max_retained_images is not None
-                else ""
-            ),
-            "active_context.summarization",
-        ),
-        ConfigLine(
-            "Backward packing",
-            f"{_on('backward_packing' in running)}; over the threshold, keeps "
-            f"{_rounds(policy.backward_packing.grace_recent_messages)} "
-            "whatever its size, then older turns while they fit",
-            "active_context.backward_packing",
-        ),
-        ConfigLine("Images", f"each image counts as {config.image_token_estimate:,} tokens", "image_token_estimate"),
-    ]
-    return lines
 
 
 # --- the actions and the partial ------------------------------------------------------------
@@ -270,3 +67,28 @@ def session_compaction_status(
     """The panel alone, for the page to poll while a run is under way."""
     session = _team_session(team, session_id)
     return render(request, "memory_app/_compaction_panel_body.html", _panel_context(session))
+
+
+def _back_to_compactions(session: Session) -> HttpResponse:
+    return redirect(reverse("dashboard:session", args=[session.pk]) + "#compactions")
+
+
+@team_page
+@require_POST
+def session_compaction_revert(
+    request: HttpRequest, session_id: uuid.UUID, run_id: uuid.UUID, *, team: Team, teams: list[Team]
+) -> HttpResponse:
+    """Undo a compaction: the context goes back to the raw messages (or the previous summary)."""
+    session = _team_session(team, session_id)
+    run = get_or_404(compaction_selectors.compaction_run_get, session=session, run_id=run_id)
+    try:
+        compaction.compaction_revert(run=run)
+    except Conflict as exc:
+        flash.error(request, exc.detail)
+    else:
+        flash.success(
+            request,
+            "Compaction reverted: its summary no longer stands in for those messages. Automatic compaction "
+            "waits for new messages (Compact now still works).",
+        )
+    return _back_to_compactions(session)

@@ -105,6 +105,14 @@ def session_get(*, team: Team, session_id: uuid.UUID | str) -> Session:
     return Session.from_db(connection.alias, [field.attname for field in fields], rows[0])
 
 
+def session_named(*, team: Team, name: str) -> Session | None:
+    """The team's session with this id, or else this external id (what a page's filter box holds)."""
+    try:
+        return session_get(team=team, session_id=uuid.UUID(name))
+    except (ValueError, NotFound):
+        return session_list(team=team, external_id=name).first()
+
+
 def session_list(
     *,
     team: Team,

@@ -14,11 +14,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
+from memory_app.conversations import selectors as session_selectors
 from memory_app.conversations.models import Session
 from memory_app.dashboard.decorators import team_page
 from memory_app.events import selectors as event_selectors
 from memory_app.events.models import MemoryEvent
-from memory_app.facts.pages import _session_named
 from memory_app.tenancy.models import Team
 
 EVENTS_PER_PAGE = 50
@@ -48,7 +48,7 @@ class EventFilterForm(forms.Form):
         wanted = (self.cleaned_data.get("session") or "").strip()
         if not wanted:
             return True, None
-        session = _session_named(team, wanted)
+        session = session_selectors.session_named(team=team, name=wanted)
         if session is None:
             self.add_error("session", "No session of this team has that id or external id.")
             return False, None

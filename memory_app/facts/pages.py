@@ -21,7 +21,6 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 
 from memory_app.conversations import selectors
-from memory_app.conversations.models import Session
 from memory_app.dashboard.decorators import get_or_404, redirect_back, team_admin_action, team_page
 from memory_app.facts import extraction as fact_extraction
 from memory_app.facts import selectors as fact_selectors
@@ -30,7 +29,7 @@ from memory_app.facts.models import Fact, FactExtractionRun
 from memory_app.facts.output import MAX_FIELD_CHARS, MAX_OUTPUT_CHARS
 from memory_app.tenancy import selectors as tenancy_selectors
 from memory_app.tenancy.models import Team
-from memsite.errors import Conflict, InvalidInput, NotFound
+from memsite.errors import Conflict, InvalidInput
 
 FACTS_PER_PAGE = 50
 RUNS_PER_PAGE = 20
@@ -100,20 +99,12 @@ class FactFilterForm(forms.Form):
         }
         wanted = (data.get("session") or "").strip()
         if wanted:
-            session = _session_named(team, wanted)
+            session = selectors.session_named(team=team, name=wanted)
             if session is None:
                 self.add_error("session", "No session of this team has that id or external id.")
                 return None
             found["session"] = session
         return found
-
-
-def _session_named(team: Team, name: str) -> Session | None:
-    """The team's session with this id, or else this external id."""
-    try:
-        return selectors.session_get(team=team, session_id=uuid.UUID(name))
-    except (ValueError, NotFound):
-        return selectors.session_list(team=team, external_id=name).first()
 
 
 def _for_display(found: QuerySet[Fact]) -> QuerySet[Fact]:

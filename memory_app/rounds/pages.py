@@ -19,9 +19,10 @@ from django.shortcuts import render
 
 from memory_app.agent_records import selectors as agent_memory_selectors
 from memory_app.agent_records.models import AgentMemory, AgentMemoryEntry
+from memory_app.conversations import selectors as session_selectors
 from memory_app.conversations.models import Session
-from memory_app.conversations.pages import _team_session, pretty_json
 from memory_app.dashboard.decorators import get_or_404, non_negative_int, team_page
+from memory_app.dashboard.message_content import pretty_json
 from memory_app.dashboard.role_colours import ROLE_PALETTE as ROLE_PALETTE  # re-exported: its tests read it here
 from memory_app.dashboard.role_colours import role_hue
 from memory_app.rounds import selectors as round_selectors
@@ -133,7 +134,7 @@ def _agents(session: Session) -> list[dict[str, Any]]:
 
 @team_page
 def session_rounds(request: HttpRequest, session_id: uuid.UUID, *, team: Team, teams: list[Team]) -> HttpResponse:
-    session = _team_session(team, session_id)
+    session = get_or_404(session_selectors.session_get, team=team, session_id=session_id)
     after = non_negative_int(request.GET.get("after"))
     page = round_selectors.round_page(session=session, after=after, limit=ROUNDS_PER_PAGE)
     return render(
@@ -211,7 +212,7 @@ def _team_agent_memory(session: Session, agent: str) -> AgentMemory:
 def agent_memory(
     request: HttpRequest, session_id: uuid.UUID, agent: str, *, team: Team, teams: list[Team]
 ) -> HttpResponse:
-    session = _team_session(team, session_id)
+    session = get_or_404(session_selectors.session_get, team=team, session_id=session_id)
     memory = _team_agent_memory(session, agent)
     timeline = agent_memory_selectors.agent_memory_timeline(memory=memory)
     live = _timeline_items(timeline.live)

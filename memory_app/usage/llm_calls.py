@@ -10,12 +10,8 @@ of a team. The offline extractive backend costs nothing, so it is never refused.
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from django.conf import settings
-from django.db.models import F, Sum
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from memory_app.conversations.models import Session
@@ -31,6 +27,7 @@ from memory_app.llm.base import (
 )
 from memory_app.tenancy.models import Team
 from memory_app.usage import context_ledger
+from memory_app.usage import selectors as usage_selectors
 from memory_app.usage.models import ContextServe, LLMCall
 
 
@@ -57,42 +54,19 @@ class ServedParts(Protocol):
 ERROR_MAX_CHARS = 500
 
 
-def day_start(now: datetime | None = None) -> datetime:
-    """The start of the current budget day (UTC midnight)."""
-    now = now or timezone.now()
-    return now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-
-
-def daily_budget(team: Team) -> int:
-    """The team's daily token budget; 0 means unlimited."""
-    if team.daily_llm_token_budget is not None:
-        return team.daily_llm_token_budget
-    return settings.DAILY_LLM_TOKEN_BUDGET
-
-
-def tokens_spent_today(*, team_id: int) -> int:
-    return LLMCall.objects.filter(team_id=team_id, created_at__gte=day_start()).aggregate(
-        total=Coalesce(Sum(F("prompt_tokens") + F("completion_tokens")), 0)
-    )["total"]
-
-
-def seconds_until_budget_resets() -> int:
-    return max(int((day_start() + timedelta(days=1) - timezone.now()).total_seconds()), 1)
-
-
 def _is_billable(backend: LLMBackend) -> bool:
     return getattr(backend, "billable", True)
 
 
 def _check_budget(team: Team, backend: LLMBackend) -> None:
-    budget = daily_budget(team)
+    budget = usage_selectors.daily_budget(team)
     if not budget or not _is_billable(backend):
         return
-    spent = tokens_spent_today(team_id=team.pk)
+    spent = usage_selectors.tokens_spent_today(team_id=team.pk)
     if spent >= budget:
         raise LLMBudgetExceeded(
             f"the team's daily LLM token budget is spent ({spent} of {budget} tokens since 00:00 UTC)",
-            retry_after=seconds_until_budget_resets(),
+            retry_after=usage_selectors.seconds_until_budget_resets(),
         )
 
 
@@ -180,8 +154,5 @@ __all__ = [
     "LLMBudgetExceeded",
     "LLMPermanentError",
     "context_served_record",
-    "daily_budget",
-    "day_start",
     "llm_complete",
-    "tokens_spent_today",
 ]

@@ -24,13 +24,14 @@ from memory_app.tenancy.models import Team
 from memory_app.usage import selectors as usage_selectors
 from memory_app.usage.selectors import DailyUsage, UsageFilter
 
-RANGES = {"7": 7, "30": 30, "90": 90}  # days
 TOP_SESSIONS = 8
 CHART_WIDTH, CHART_HEIGHT, CHART_PAD = 760, 220, 34
 
 
 class UsageFilterForm(forms.Form):
-    days = forms.ChoiceField(choices=[(key, f"last {key} days") for key in RANGES], required=False, initial="30")
+    days = forms.ChoiceField(
+        choices=[(key, f"last {key} days") for key in usage_selectors.DAY_RANGES], required=False, initial="30"
+    )
     session = forms.UUIDField(required=False)
     agent = forms.CharField(required=False, max_length=200)
 
@@ -131,7 +132,7 @@ def _scope_session(team: Team, session_id: object) -> Session | None:
 def usage_page(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpResponse:
     form = UsageFilterForm(request.GET or None)
     data = form.cleaned_data if form.is_valid() else {}
-    days = RANGES.get(data.get("days") or "30", 30)
+    days = usage_selectors.DAY_RANGES.get(data.get("days") or "30", 30)
     since, until = usage_selectors.default_range(timezone.now(), days=days)
     session = _scope_session(team, data.get("session"))
     agent = data.get("agent") or None
@@ -145,7 +146,7 @@ def usage_page(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpRe
             "teams": teams,
             "form": form,
             "days": days,
-            "ranges": list(RANGES),
+            "ranges": list(usage_selectors.DAY_RANGES),
             "session": session,
             "agent": agent,
             "totals": usage_selectors.usage_totals(scope=scope),

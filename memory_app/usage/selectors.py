@@ -12,17 +12,19 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Count, F, Manager, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce, Greatest, TruncDate
 from django.utils import timezone
 
 from memory_app.conversations.models import Session
 from memory_app.tenancy.models import Team
-from memory_app.usage import llm_calls as llm_usage
 from memory_app.usage.models import ContextServe, LLMCall
 from memsite.errors import NotFound
 
 GROUPS = ("session", "agent", "purpose")
+# The periods the usage page offers, by the value its query string carries.
+DAY_RANGES = {"7": 7, "30": 30, "90": 90}
 CONTEXT_PURPOSE = "context"  # the purpose row that holds served contexts when grouping by purpose
 
 
@@ -187,6 +189,32 @@ def usage_daily(*, scope: UsageFilter) -> list[DailyUsage]:
     ]
 
 
+# --- the daily LLM token budget (llm_calls.llm_complete checks it before each call) --------------
+
+
+def day_start(now: datetime | None = None) -> datetime:
+    """The start of the current budget day (UTC midnight)."""
+    now = now or timezone.now()
+    return now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def daily_budget(team: Team) -> int:
+    """The team's daily token budget; 0 means unlimited."""
+    if team.daily_llm_token_budget is not None:
+        return team.daily_llm_token_budget
+    return settings.DAILY_LLM_TOKEN_BUDGET
+
+
+def tokens_spent_today(*, team_id: int) -> int:
+    return LLMCall.objects.filter(team_id=team_id, created_at__gte=day_start()).aggregate(
+        total=Coalesce(Sum(F("prompt_tokens") + F("completion_tokens")), 0)
+    )["total"]
+
+
+def seconds_until_budget_resets() -> int:
+    return max(int((day_start() + timedelta(days=1) - timezone.now()).total_seconds()), 1)
+
+
 @dataclass(frozen=True)
 class BudgetStatus:
     daily_budget: int  # 0 = unlimited
@@ -200,9 +228,9 @@ class BudgetStatus:
 
 def budget_status(*, team: Team) -> BudgetStatus:
     return BudgetStatus(
-        daily_budget=llm_usage.daily_budget(team),
-        spent_today=llm_usage.tokens_spent_today(team_id=team.pk),
-        resets_in_seconds=llm_usage.seconds_until_budget_resets(),
+        daily_budget=daily_budget(team),
+        spent_today=tokens_spent_today(team_id=team.pk),
+        resets_in_seconds=seconds_until_budget_resets(),
     )
 
 

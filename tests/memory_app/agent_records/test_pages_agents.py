@@ -12,6 +12,7 @@ from django.urls import reverse
 from experiences_app.models import SelectionLog
 from memory_app.agent_records import pages as agent_pages
 from memory_app.conversations import services
+from memory_app.dashboard import links
 from memory_app.tenancy.models import TeamMembership
 from tests.conftest import Tenant, make_tenant
 from tests.memory_app.agent_records.agents_data import (
@@ -266,8 +267,8 @@ def test_names_that_cannot_be_a_path_are_shown_without_a_link(member: Client, te
             {"role": "assistant", "name": "..", "content": "b"},
         ],
     )
-    assert agent_pages.agent_url("..") == ""
-    assert agent_pages.agent_url("a//b") == ""
+    assert links.agent_url("..") == ""
+    assert links.agent_url("a//b") == ""
     html = member.get(AGENTS).content.decode()
     assert f'href="{agent_url("ops/bot")}"' in html
     assert "this name cannot be a page address" in html

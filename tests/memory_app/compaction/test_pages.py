@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
+from memory_app.compaction import panels as compaction_panels
 from memory_app.compaction import services as compaction
 from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import context, services
@@ -298,7 +299,7 @@ def test_a_second_compaction_covers_only_what_came_after_the_first(member: Clien
 def test_a_long_range_shows_its_first_messages_and_links_to_the_rest(
     member: Client, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(views, "DIFF_MESSAGES_SHOWN", 3)
+    monkeypatch.setattr(compaction_panels, "DIFF_MESSAGES_SHOWN", 3)
     session, _ = session_with_compaction(tenant)
 
     response = member.get(session_url(session))

@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from memory_app.compaction import pages as compaction_pages
+from memory_app.compaction import panels as compaction_panels
 from memory_app.compaction import services as compaction
 from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import services
@@ -240,7 +240,7 @@ def test_a_conversation_history_session_has_no_memory_config_panel(member: Clien
 def test_config_lines_read_the_same_derived_figures_as_the_services() -> None:
     config = compaction.memory_config.parse_config({"threshold_tokens": 1000})
 
-    lines = {line.label: line.value for line in compaction_pages.memory_config_lines(config)}
+    lines = {line.label: line.value for line in compaction_panels.memory_config_lines(config)}
 
     assert lines["Compaction target"].startswith(f"{config.compaction_target_tokens:,} tokens")
     assert f"a summary is at most {compaction.summary_budget(config):,} tokens" in lines["Summarization"]
@@ -252,6 +252,6 @@ def test_a_grace_of_zero_reads_as_the_newest_turn_as_the_pipeline_treats_it(grac
         {"active_context": {"summarization": {"grace_recent_messages": grace}}}
     )
 
-    lines = {line.label: line.value for line in compaction_pages.memory_config_lines(config)}
+    lines = {line.label: line.value for line in compaction_panels.memory_config_lines(config)}
 
     assert "the newest assistant turn and what follows are never summarised" in lines["Summarization"]
