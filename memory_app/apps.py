@@ -12,17 +12,43 @@ class MemoryAppConfig(AppConfig):
         # Registers the OpenAPI extension for the API key scheme.
         from memory_app.api import schema  # noqa: F401
         from memory_app.ops.metrics import metrics_dir
-        from memsite import (
-            checks,  # noqa: F401  (registers the system checks)
-            logs,
-        )
+        from memory_app.task_signals import connect_job_lifecycle
+        from memsite import logs
         from memsite.celery import prepare_broker
 
         request_finished.connect(logs.clear_context, dispatch_uid="memsite.logs.clear_context")
+        _register_system_checks()
         _forget_remembered_keys_on_change()
+        connect_job_lifecycle()
+        _plug_metrics_into_the_project()
 
         prepare_broker()
         metrics_dir()  # every process writes its metric samples there
+
+
+def _register_system_checks() -> None:
+    """The project's setting checks (memsite.checks, plain functions: the project package imports
+    no domain code but its URLconf, so the domain registers them) and the domain's own, run by
+    `manage.py check` and at start-up."""
+    from django.core.checks import Tags, register
+
+    from memory_app.search.checks import check_vector_engine
+    from memsite import checks
+
+    register(checks.check_llm_base_url, Tags.security)
+    register(checks.check_embeddings_base_url, Tags.security)
+    register(checks.check_job_dispatcher)
+    register(check_vector_engine, Tags.database)
+
+
+def _plug_metrics_into_the_project() -> None:
+    """memsite's request middleware counts every request, and its /metrics view answers a scrape,
+    through what is registered here."""
+    from memory_app.ops import metrics
+    from memsite import metrics_hooks
+
+    metrics_hooks.add_request_observer(metrics.observe_request)
+    metrics_hooks.set_exposition(metrics.render_metrics)
 
 
 def _forget_remembered_keys_on_change() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from celery import Celery
-from celery.signals import before_task_publish, setup_logging, task_failure, task_postrun, task_prerun
+from celery.signals import before_task_publish, setup_logging, task_postrun, task_prerun
 from kombu import Exchange, Queue
 
 from memsite import logs
@@ -71,23 +71,6 @@ def _drop_stale_connections(**_: object) -> None:
     for connection in connections.all(initialized_only=True):
         if connection.connection is not None and not connection.is_usable():
             connection.close()
-
-
-@task_prerun.connect
-def _no_job_claimed_yet(**_: object) -> None:
-    from memory_app import jobs
-
-    jobs.forget_claim()
-
-
-@task_failure.connect
-def _record_crash_on_the_job(exception: BaseException | None = None, **_: object) -> None:
-    """A job task that raised (a bug, a lost database): its traceback goes on the row it claimed,
-    for the ops page's job detail, instead of only into this worker's log."""
-    from memory_app import jobs
-
-    if exception is not None:
-        jobs.record_crash(exception)
 
 
 def prepare_broker() -> None:

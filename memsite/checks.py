@@ -1,11 +1,14 @@
-"""System checks for dangerous setting combinations (run by `manage.py check` and at start-up)."""
+"""System checks for dangerous setting combinations (run by `manage.py check` and at start-up).
+
+Plain functions: memory_app's AppConfig.ready() registers them with the domain's own checks,
+so importing this module changes nothing."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Info, Tags, register
+from django.core.checks import CheckMessage, Error
 from django.utils.module_loading import import_string
 
 from memsite.url_policy import UnsafeURL, check_outbound_url
@@ -31,42 +34,14 @@ def _model_server_url(setting: str, check_id: str) -> list[CheckMessage]:
     return []
 
 
-@register(Tags.security)
 def check_llm_base_url(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     return _model_server_url("LLM_BASE_URL", "memsite.E001")
 
 
-@register(Tags.security)
 def check_embeddings_base_url(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     return _model_server_url("EMBEDDINGS_BASE_URL", "memsite.E003")
 
 
-@register(Tags.database)
-def check_vector_engine(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Which vector engine recall runs on (`manage.py check --database default`): pgvector when
-    the migration found the extension, else exact cosine, which reads every candidate vector."""
-    if not databases:
-        return []
-    from django.db import DatabaseError
-
-    from memory_app.search import schema
-
-    try:
-        installed = schema.pgvector_installed()
-        available = schema.pgvector_available()
-    except DatabaseError:  # not migrated yet: the migration decides
-        return []
-    if installed:
-        return [Info("Recall's vector engine: pgvector (HNSW).", id="memsite.I001")]
-    hint = (
-        "The server has pgvector: run `manage.py reindex` to enable it."
-        if available
-        else "Fine up to about SEARCH_EXACT_MAX_ITEMS items per team; install pgvector for more (docs/recall.md)."
-    )
-    return [Info("Recall's vector engine: exact cosine in numpy.", hint=hint, id="memsite.I002")]
-
-
-@register()
 def check_job_dispatcher(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Sending a job logs and swallows every error (the row is durable), so a mistyped
     JOB_DISPATCHER would only show as warnings while no job ever runs: refuse it at start-up."""

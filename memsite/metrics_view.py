@@ -8,7 +8,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 
-from memory_app.ops.metrics import render_metrics
+from memsite import metrics_hooks
 
 
 def _error(status: int, error: str, detail: str) -> JsonResponse:
@@ -35,5 +35,5 @@ def metrics(request: HttpRequest) -> HttpResponse:
         return _error(401, "not_authenticated", "Send the metrics token as a Bearer credential or log in as staff.")
     elif not request.user.is_staff:
         return _error(403, "permission_denied", "Only staff may read the metrics.")
-    body, content_type = render_metrics()
+    body, content_type = metrics_hooks.render_exposition()
     return HttpResponse(body, content_type=content_type)

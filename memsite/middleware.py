@@ -15,8 +15,7 @@ from django.contrib.sessions.middleware import SessionMiddleware
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 
-from memory_app.ops import metrics
-from memsite import logs
+from memsite import logs, metrics_hooks
 from memsite.parsers import NUL, NUL_PROBLEM
 
 request_log = logging.getLogger("memsite.request")
@@ -24,6 +23,8 @@ log = logging.getLogger(__name__)
 # What the database driver raises (wrapped by Django) when the server restarts, refuses
 # connections or drops them: transient, so the client is told to retry, not that it erred.
 DATABASE_ERRORS = (OperationalError, InterfaceError)
+# The endpoint of a request no URL pattern matched (a 404 before any view).
+UNMATCHED = "<unmatched>"
 
 
 class BodySizeLimitMiddleware:
@@ -140,9 +141,19 @@ class RequestIdMiddleware:
         return response
 
 
+def endpoint_label(request: HttpRequest) -> str:
+    """The URL pattern that served the request ("/api/v1/sessions/<uuid:session_id>/"), so
+    ids in paths do not become metric labels; requests no pattern matched share one label."""
+    match = getattr(request, "resolver_match", None)
+    if match is None:
+        return UNMATCHED
+    return "/" + match.route
+
+
 class RequestMetricsMiddleware:
-    """Count and time every request by the URL pattern that served it, and write one log line
-    per request (method, pattern, path without its query string, status, duration)."""
+    """Time every request and hand it, by the URL pattern that served it, to the request
+    observers the domain registered (memsite.metrics_hooks), and write one log line per request
+    (method, pattern, path without its query string, status, duration)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -151,8 +162,8 @@ class RequestMetricsMiddleware:
         started = time.monotonic()
         response = self.get_response(request)
         seconds = time.monotonic() - started
-        endpoint = metrics.endpoint_label(request)
-        metrics.observe_request(
+        endpoint = endpoint_label(request)
+        metrics_hooks.observe_request(
             endpoint=endpoint, method=request.method or "", status=response.status_code, seconds=seconds
         )
         request_log.info(

@@ -147,7 +147,7 @@ def _written(kind: JobKind, changes: dict[str, Any], now: datetime) -> dict[str,
 
 # The job this execution claimed last (kind, id, claim time), so an exception the task body did
 # not handle can be written to the row it still holds (`record_crash`). Celery runs one task at a
-# time per thread; memsite.celery clears it before each task.
+# time per thread; memory_app.task_signals clears it before each task.
 _CLAIMED: ContextVar[tuple[JobKind, Any, datetime] | None] = ContextVar("memsite_claimed_job", default=None)
 
 
@@ -174,7 +174,7 @@ def claim(kind: JobKind, job_id: Any) -> bool:
 
 
 def forget_claim() -> None:
-    """Start a task with no claimed job (memsite.celery calls it before each one)."""
+    """Start a task with no claimed job (memory_app.task_signals calls it before each one)."""
     _CLAIMED.set(None)
 
 
@@ -193,7 +193,7 @@ def record_crash(error: BaseException) -> bool:
 
     The job stays active: the sweeper re-queues it (or, on its last attempt, fails it with its
     kind's event) after the deadline, as it does for a worker that died. Called from Celery's
-    task_failure signal (memsite.celery), so every job task records its crash in one place.
+    task_failure signal (memory_app.task_signals), so every job task records its crash in one place.
     """
     claimed = _CLAIMED.get()
     _CLAIMED.set(None)

@@ -22,7 +22,6 @@ from typing import Any, ParamSpec
 
 from django.conf import settings
 from django.db.models import Count, Min
-from django.http import HttpRequest
 from django.utils import timezone
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -103,21 +102,12 @@ MCP_TOOL_SECONDS = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
 )
 
-UNMATCHED = "<unmatched>"
 _STATUS_OUTCOME = re.compile(r"^[a-z][a-z-]{0,39}$")
 _ERROR_CODE = re.compile(r"^[a-z][a-z_]{0,39}$")
 
 
-def endpoint_label(request: HttpRequest) -> str:
-    """The URL pattern that served the request ("/api/v1/sessions/<uuid:session_id>/"), so
-    ids in paths do not become labels; requests no pattern matched share one label."""
-    match = getattr(request, "resolver_match", None)
-    if match is None:
-        return UNMATCHED
-    return "/" + match.route
-
-
 def observe_request(*, endpoint: str, method: str, status: int, seconds: float) -> None:
+    """Count and time one request; `endpoint` is its URL pattern (memsite.middleware's label)."""
     HTTP_REQUESTS.labels(endpoint, method, str(status)).inc()
     HTTP_REQUEST_SECONDS.labels(endpoint, method).observe(seconds)
     _requests_by_process().inc()
