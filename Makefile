@@ -52,4 +52,4 @@ lint: $(STAMP)
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
 bench: $(STAMP)
-	$(BIN)/python bench/api_bench.py
+	$(BIN)/python -m bench api_bench

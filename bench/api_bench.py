@@ -10,7 +10,7 @@ floor endpoints mounted (MEMSITE_BENCH_FLOORS=1), seeds a 1k- and a
 100k-message session with bulk inserts, and drives every endpoint from a load generator on
 loopback (wrk when installed). Each endpoint gets a warm-up, then `--runs` measurements of
 `--duration` seconds, interleaved round by round; the medians are reported, and each ratio
-against the issue's targets is the median of its per-round ratios. Gunicorn and the database are removed at the end.
+against its target is the median of its per-round ratios. Gunicorn and the database are removed at the end.
 See bench/README.md for the method and the latest results.
 """
 
@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,39 +40,41 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.harness import (
+    APPEND_BODY,
+    CLK_TCK,
     HOST,
     ROOT,
+    SYSTEM_PROMPT,
     auth,
+    bench_env,
     children_of,
     close_django_connections,
     create_database,
     drop_database,
     free_port,
+    json_option,
     machine_description,
+    machine_ticks,
     manage,
     pg_version,
+    process_ticks,
+    seed_floor,
+    seed_messages,
     setup_django,
     start_gunicorn,
     stop_gunicorn,
+    wait_for_quiet,
     wait_ready,
+    write_figures,
 )
 
 WRK_SCRIPT = ROOT / "bench" / "wrk_bench.lua"
-SYSTEM_PROMPT = "You are a careful assistant that remembers what the team decided."
-# A typical chat turn (~60 tokens): what agents append and what the windows hold.
-CONTENT = (
-    "Please summarise the deployment plan we agreed on yesterday: the database migration runs "
-    "first, then the workers restart one at a time, and the API is switched over last. "
-    "Note any step that still needs an owner."
-)
-APPEND_BODY = {"role": "user", "content": CONTENT}
-SEED_ROLES = ("user", "assistant")
 
 
 # --- command line ---------------------------------------------------------------------------
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="measurements per endpoint (median reported)")
     parser.add_argument("--duration", type=int, default=10, help="seconds per measurement")
@@ -94,72 +96,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--pg-url", default=os.environ.get("BENCH_PG_URL", f"postgres://postgres@{HOST}:5432"))
     parser.add_argument("--db-name", default="memsite_bench")
     parser.add_argument("--keep-db", action="store_true", help="leave the database for inspection")
-    return parser.parse_args()
+    json_option(parser, "api_bench")
+    return parser.parse_args(argv)
 
 
 # --- database and Django --------------------------------------------------------------------
-
-
-def bench_env(database_url: str) -> dict[str, str]:
-    return {
-        "DJANGO_SETTINGS_MODULE": "memsite.settings",
-        "DATABASE_URL": database_url,
-        "DB_CONN_MAX_AGE": "600",
-        "DEBUG": "0",
-        "MEMSITE_BENCH_FLOORS": "1",
-        "LOG_LEVEL": "WARNING",
-        # Read by the limit floor as well, which checks keys with the product's own digest.
-        "API_KEY_HMAC_SECRET": os.environ.get("API_KEY_HMAC_SECRET", "memsite-bench-api-key-digest-secret"),
-    }
-
-
-def seed_floor(rows: int) -> None:
-    from django.db import connection
-
-    from bench import floor_tables as floors
-
-    with connection.cursor() as cursor:
-        for statement in floors.CREATE_TABLES_SQL:
-            cursor.execute(statement)
-        cursor.execute(
-            f"INSERT INTO {floors.READ_TABLE} (grp, seq, role, content) "  # noqa: S608
-            "SELECT %s, i, CASE WHEN i %% 2 = 1 THEN 'user' ELSE 'assistant' END, %s::json "
-            "FROM generate_series(1, %s) AS i",
-            [floors.READ_GROUP, json.dumps(CONTENT), rows],
-        )
-
-
-def seed_messages(session_id: str, count: int) -> None:
-    """Bulk-insert `count` messages (alternating roles, cached token counts): no HTTP.
-
-    The session's counters end as `count` appends would leave them.
-    """
-    from django.db import transaction
-    from django.db.models import F
-
-    from memory_app.conversations import counting
-    from memory_app.conversations.models import Message, Session
-
-    token_counts = {role: counting.message_tokens({"role": role, "content": CONTENT}) for role in SEED_ROLES}
-    batch_size = 5_000
-    with transaction.atomic():
-        for start in range(1, count + 1, batch_size):
-            rows = []
-            for seq in range(start, min(start + batch_size, count + 1)):
-                role = SEED_ROLES[(seq - 1) % 2]
-                rows.append(
-                    Message(
-                        id=uuid.uuid4(),
-                        session_id=session_id,
-                        seq=seq,
-                        role=role,
-                        content=CONTENT,
-                        token_count=token_counts[role],
-                    )
-                )
-            Message.objects.bulk_create(rows)
-        added = sum(token_counts[SEED_ROLES[(seq - 1) % 2]] for seq in range(1, count + 1))
-        Session.objects.filter(pk=session_id).update(last_seq=count, active_tokens=F("active_tokens") + added)
 
 
 def vacuum_analyze() -> None:
@@ -186,33 +127,10 @@ def check_append_sessions(session_ids: list[str]) -> list[str]:
 
 # --- CPU accounting: this machine is shared, so every sample says who else was busy ----------
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
-
-def machine_ticks() -> tuple[int, int]:
-    """(busy, total) CPU ticks of the whole machine since boot; steal counts as busy."""
-    values = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    idle = values[3] + values[4]  # idle + iowait
-    return sum(values) - idle, sum(values)
-
-
-def process_ticks(pids: list[int]) -> int:
+def tree_ticks(pids: list[int]) -> int:
     """utime + stime of these processes, in ticks (a process that is gone counts 0)."""
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-        except (OSError, IndexError, ValueError):
-            continue
-    return total
-
-
-def busy_share(seconds: float) -> float:
-    busy, total = machine_ticks()
-    time.sleep(seconds)
-    busy_after, total_after = machine_ticks()
-    return (busy_after - busy) / max(total_after - total, 1)
+    return sum(process_ticks(pid) for pid in pids)
 
 
 class ServerProcesses:
@@ -237,15 +155,6 @@ class ServerProcesses:
                 [self.db_name],
             ).fetchall()
         return [self.gunicorn_pid, *children_of(self.gunicorn_pid)], [row[0] for row in rows]
-
-
-def wait_for_quiet(threshold: float, max_wait: float) -> float:
-    """Wait (at most max_wait s) until the machine, with the bench idle, is below threshold busy."""
-    deadline = time.monotonic() + max_wait
-    share = busy_share(1.0)
-    while share > threshold and time.monotonic() < deadline:
-        share = busy_share(1.0)
-    return share
 
 
 # --- load generation ------------------------------------------------------------------------
@@ -390,12 +299,12 @@ def measure(
         server.settle()
         wait_for_quiet(args.quiet, args.max_wait)
         web, database = server.pids()
-        web_before, database_before = process_ticks(web), process_ticks(database)
+        web_before, database_before = tree_ticks(web), tree_ticks(database)
         loadgen_before = loadgen_cpu_seconds()
         busy_before, total_before = machine_ticks()
         sample = generate_load(base_url, key, endpoint, seconds, args)
         busy_after, total_after = machine_ticks()
-        web_ticks, database_ticks = process_ticks(web) - web_before, process_ticks(database) - database_before
+        web_ticks, database_ticks = tree_ticks(web) - web_before, tree_ticks(database) - database_before
         server_ticks = web_ticks + database_ticks
         loadgen_ticks = (loadgen_cpu_seconds() - loadgen_before) * CLK_TCK
         foreign = max(busy_after - busy_before - server_ticks - loadgen_ticks, 0) / max(total_after - total_before, 1)
@@ -482,6 +391,21 @@ def floor_ratios(results: dict[str, Result]) -> list[tuple[str, float]]:
     ]
 
 
+def limit_ratios(results: dict[str, Result]) -> list[dict[str, Any]]:
+    """Each endpoint against its limit floor (the insert limit for a POST, the read limit for a GET)."""
+    rows = []
+    for result in results.values():
+        limit = results["insert_limit" if result.endpoint.method == "POST" else "read_limit"]
+        rows.append(
+            {
+                "endpoint": result.endpoint.name,
+                "limit": limit.endpoint.name,
+                **{figure: round_ratio(result, limit, figure) for figure in ("rps", "p99_ms", "web_cpu_ms")},
+            }
+        )
+    return rows
+
+
 def print_report(results: dict[str, Result], header: list[str]) -> bool:
     print()
     for line in header:
@@ -500,11 +424,9 @@ def print_report(results: dict[str, Result], header: list[str]) -> bool:
     print()
     print("| endpoint vs its limit floor (median of per-round ratios) | req/s | p99 | web CPU/req |")
     print("|---|---:|---:|---:|")
-    for result in results.values():
-        limit = results["insert_limit" if result.endpoint.method == "POST" else "read_limit"]
+    for row in limit_ratios(results):
         print(
-            f"| {result.endpoint.name} / {limit.endpoint.name} | {round_ratio(result, limit, 'rps'):.2f} "
-            f"| {round_ratio(result, limit, 'p99_ms'):.2f} | {round_ratio(result, limit, 'web_cpu_ms'):.2f} |"
+            f"| {row['endpoint']} / {row['limit']} | {row['rps']:.2f} | {row['p99_ms']:.2f} | {row['web_cpu_ms']:.2f} |"
         )
     print()
     print("| against the DRF floors, for information (median of the per-round ratios) | value |")
@@ -540,8 +462,8 @@ def create_sessions(base_url: str, key: str, names: list[str]) -> dict[str, str]
     return ids
 
 
-def main() -> int:
-    args = parse_args()
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.loadgen == "auto":
         args.loadgen = "wrk" if shutil.which("wrk") else "python"
     if args.loadgen == "wrk" and not shutil.which("wrk"):
@@ -617,6 +539,20 @@ def main() -> int:
         ]
         passed = print_report(results, header)
         errors = sum(s.errors for r in results.values() for s in r.samples)
+        write_figures(
+            args.json,
+            "api_bench",
+            {
+                "header": header,
+                "endpoints": results,
+                "against_limit_floors": limit_ratios(results),
+                "against_drf_floors": dict(floor_ratios(results)),
+                "targets": targets(results),
+                "passed": passed,
+                "failed_requests": errors,
+                "problems": problems,
+            },
+        )
         if errors or problems:
             print(f"INVALID RUN: {errors} failed requests; {'; '.join(problems)}")
             print((workdir / "gunicorn.log").read_text()[-3000:])

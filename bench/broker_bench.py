@@ -19,10 +19,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.harness import ROOT, json_option, write_figures
+
 TRANSPORTS = {
     "kombu filesystem": "kombu.transport.filesystem:Transport",
     "memsite filesystem_broker": "memsite.filesystem_broker:Transport",
@@ -132,16 +136,16 @@ def channel_round_trips(transport: str, var_dir: Path, messages: int) -> float:
         return time.perf_counter() - started
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
+    json_option(parser, "broker_bench")
+    args = parser.parse_args(argv)
     os.environ.pop("DATABASE_URL", None)
     os.environ.pop("REDIS_URL", None)
     os.environ.pop("CELERY_BROKER_URL", None)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memsite.settings")
-    sys.path.insert(0, str(ROOT))
     measures = ("send + run in a worker", "sends only", "channel put+get")
     results: dict[tuple[str, str], list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="broker-bench-") as scratch:
@@ -161,7 +165,13 @@ def main() -> None:
     for (label, measure), seconds in results.items():
         each = ", ".join(f"{value:.3f}" for value in seconds)
         print(f"| {label} | {measure} | {statistics.median(seconds):.3f} | {each} |")
+    table = [
+        {"transport": label, "measure": measure, "median_s": statistics.median(seconds), "runs_s": seconds}
+        for (label, measure), seconds in results.items()
+    ]
+    write_figures(args.json, "broker_bench", {"tasks": args.tasks, "runs": args.runs, "table": table})
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

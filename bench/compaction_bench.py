@@ -31,7 +31,6 @@ import argparse
 import cProfile
 import datetime as dt
 import gc
-import json
 import math
 import os
 import platform
@@ -44,8 +43,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,20 +54,31 @@ from psycopg import sql
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.harness import (
+    CLK_TCK,
+    HOST,
+    OTHERS,
+    SUMMARY,
+    SYSTEM_PROMPT,
+    CpuMeter,
     LLMServer,
     Worker,
     admin_execute,
+    cores_text,
     drop_database,
+    json_option,
     machine_description,
     migrate,
+    ms,
+    pct,
+    process_ticks,
     serve_scripted_llm,
     server_versions,
     settle_database,
     setup_django,
+    wait_for_quiet,
+    write_figures,
 )
 
-HOST = "127.0.0.1"
-SYSTEM_PROMPT = "You are a careful assistant that remembers what the team decided."
 # Typical chat turns (~40-60 tokens): the seeded history and the appends.
 TURNS = {
     "user": (
@@ -85,15 +94,6 @@ TURNS = {
 ROLES = ("user", "assistant")
 # A long message (~1k tokens) for the informational token-counting row.
 LONG_CONTENT = " ".join([TURNS["user"], TURNS["assistant"]] * 11)
-SUMMARY = json.dumps(
-    {
-        "user_request_summary": "The user asked for a deployment plan and its owners.",
-        "summary": "Migrate the database, restart the workers one by one, switch the API; one step lacks an owner.",
-        "salient_facts": ["migration first", "API switched last"],
-        "open_threads": ["find an owner for the worker restart"],
-        "keep_images": [],
-    }
-)
 SUMMARY_MARK = "[Compacted Context Summary]"
 WINDOW = 20
 TASK_DONE = re.compile(
@@ -101,12 +101,11 @@ TASK_DONE = re.compile(
     r"'(?P<result>[^']*)'"
 )
 NOOP_DONE = re.compile(r"Task celery\.accumulate\[(?P<id>[0-9a-f-]+)\] succeeded in (?P<secs>[0-9.e-]+)s")
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 PHASE_ORDERS = (("idle", "busy", "spin"), ("busy", "spin", "idle"), ("spin", "idle", "busy"))
 SPIN = "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end:\n    pass\n"
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000", help="messages in the context sessions")
     parser.add_argument("--context-calls", type=int, default=400, help="timed context_build calls per size")
@@ -127,120 +126,14 @@ def parse_args() -> argparse.Namespace:
         "--max-other", type=float, default=0.15, help="cores other processes may use before a round is re-taken"
     )
     parser.add_argument("--serve-llm", action="store_true", help=argparse.SUPPRESS)
-    return parser.parse_args()
-
-
-# --- statistics -------------------------------------------------------------------------------
-
-
-def pct(values: list[float], q: int) -> float:
-    """The q-th percentile (1..99) of at least two values."""
-    return statistics.quantiles(values, n=100)[q - 1]
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.2f} ms"
+    json_option(parser, "compaction_bench")
+    return parser.parse_args(argv)
 
 
 def spread(samples: list[Any]) -> str:
     """n, p50 and p99 of append samples."""
     times = [s.seconds for s in samples]
     return f"n={len(times)} p50 {ms(pct(times, 50))} p99 {ms(pct(times, 99))}"
-
-
-# --- CPU accounting: on 2 cores, who used the CPU while appends were timed ------------------------
-
-
-def machine_ticks() -> tuple[int, int]:
-    """(busy, total) CPU ticks of the whole machine since boot."""
-    values = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    return sum(values) - values[3] - values[4], sum(values)
-
-
-def process_ticks(pid: int) -> int:
-    with suppress(OSError, IndexError, ValueError):
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-    return 0
-
-
-OTHERS = "other processes"
-
-
-def foreign_ticks(ours: set[int], db_name: str) -> dict[int, int]:
-    """CPU ticks of every process that is not the bench's: not ours, not Redis, not
-    PostgreSQL's own background processes, not a backend of the bench database."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) in ours:
-            continue
-        with suppress(OSError, IndexError, ValueError):
-            head, tail = (entry / "stat").read_text().rsplit(")", 1)
-            command = head.split("(", 1)[1]
-            if command.startswith("redis"):
-                continue
-            if command == "postgres":
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                client = "127.0.0.1(" in cmdline or "[local]" in cmdline
-                if not client or f" {db_name} " in cmdline:
-                    continue
-            fields = tail.split()
-            found[int(entry.name)] = int(fields[11]) + int(fields[12])
-    return found
-
-
-class CpuMeter:
-    """Cores used by each named process, by other processes and by the machine, between
-    start() and stop(). A shared 2-core machine must not be measured as the product."""
-
-    def __init__(self, pids: dict[str, int], db_name: str) -> None:
-        self.base = pids
-        self.pids = dict(pids)
-        self.db_name = db_name
-        self.before: dict[str, int] = {}
-        self.others: dict[int, int] = {}
-        self.machine: tuple[int, int] = (0, 0)
-        self.started = 0.0
-
-    def start(self, **extra: int) -> None:
-        self.pids = {**self.base, **extra}
-        self.before = {name: process_ticks(pid) for name, pid in self.pids.items()}
-        self.others = foreign_ticks(set(self.pids.values()), self.db_name)
-        self.machine = machine_ticks()
-        self.started = time.perf_counter()
-
-    def stop(self) -> dict[str, float]:
-        elapsed = time.perf_counter() - self.started
-        busy, total = machine_ticks()
-        cores = {name: (process_ticks(pid) - self.before[name]) / CLK_TCK / elapsed for name, pid in self.pids.items()}
-        others = foreign_ticks(set(self.pids.values()), self.db_name)
-        foreign = sum(ticks - self.others.get(pid, 0) for pid, ticks in others.items()) / CLK_TCK / elapsed
-        machine = (busy - self.machine[0]) / max(total - self.machine[1], 1) * (os.cpu_count() or 1)
-        cores["PostgreSQL, Redis, kernel"] = max(machine - sum(cores.values()) - foreign, 0.0)
-        cores[OTHERS] = foreign
-        cores["machine"] = machine
-        return cores
-
-
-def busy_share(seconds: float) -> float:
-    busy, total = machine_ticks()
-    time.sleep(seconds)
-    busy_after, total_after = machine_ticks()
-    return (busy_after - busy) / max(total_after - total, 1)
-
-
-def wait_for_quiet(threshold: float, max_wait: float) -> float:
-    """Wait (at most max_wait s) until the machine, with the bench idle, is below threshold busy.
-    Other processes on a shared 2-core machine would otherwise be measured as the product."""
-    deadline = time.monotonic() + max_wait
-    share = busy_share(1.0)
-    while share > threshold and time.monotonic() < deadline:
-        share = busy_share(1.0)
-    return share
-
-
-def cores_text(cores: dict[str, float]) -> str:
-    return ", ".join(f"{name} {value:.2f}" for name, value in cores.items())
 
 
 # --- the scripted LLM (bench.harness runs it in a child process) and the session seeding -------
@@ -714,7 +607,7 @@ def report(
     e2e: EndToEnd,
     rounds: list[AppendRound],
     long_messages: list[AppendSample],
-) -> bool:
+) -> tuple[bool, list[Row]]:
     rows: list[Row] = []
     for figure in contexts:
         value, floor = statistics.median(figure.context), statistics.median(figure.floor)
@@ -858,14 +751,62 @@ def report(
     passed = all(row.passed for row in checks)
     print()
     print("ALL TARGETS PASS" if passed else f"{sum(not row.passed for row in checks)} TARGET(S) FAIL")
-    return passed
+    return passed, rows
+
+
+def figures_json(
+    header: list[str], rows: list[Row], contexts: list[ContextFigures], e2e: EndToEnd, rounds: list[AppendRound]
+) -> dict[str, Any]:
+    """The table's rows and the medians behind them, in seconds."""
+
+    def med(values: list[float]) -> float | None:
+        return statistics.median(values) if values else None
+
+    return {
+        "header": header,
+        "table": rows,
+        "context": [
+            {
+                "messages": f.messages,
+                "served": f.served,
+                "compaction_job_s": f.compaction_s,
+                "context_p50_s": med(f.context),
+                "floor_p50_s": med(f.floor),
+            }
+            for f in contexts
+        ],
+        "end_to_end": {
+            "tokens": e2e.tokens,
+            "messages": e2e.messages,
+            **{
+                f"{name}_s": getattr(e2e, name)
+                for name in ("total", "worker_done", "queued", "job", "task", "noop", "claim_nothing")
+            },
+        },
+        "append_rounds": [
+            {
+                **{
+                    f"{phase}_{q}_s": pct([s.seconds for s in getattr(r, phase)], q)
+                    for phase in ("idle", "busy", "spin")
+                    for q in (50, 99)
+                },
+                "busy_appends_inside": len(r.busy),
+                "busy_appends": r.busy_total,
+                "compactions": r.compactions,
+                "busy_window_s": r.busy_window,
+                "machine_busy_before": r.quiet,
+                "cores": r.cores,
+            }
+            for r in rounds
+        ],
+    }
 
 
 # --- the run -----------------------------------------------------------------------------------
 
 
-def main() -> int:
-    args = parse_args()
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.serve_llm:
         serve_llm()
         return 0
@@ -965,7 +906,11 @@ def main() -> int:
             f"{phase_cores['context'][OTHERS]:.2f}, end-to-end {phase_cores['end-to-end'][OTHERS]:.2f}, "
             f"append rounds {', '.join(f'{r.disturbance:.2f}' for r in rounds)}",
         ]
-        return 0 if report(header, contexts, e2e, rounds, long_messages) else 1
+        passed, rows = report(header, contexts, e2e, rounds, long_messages)
+        write_figures(
+            args.json, "compaction_bench", {**figures_json(header, rows, contexts, e2e, rounds), "passed": passed}
+        )
+        return 0 if passed else 1
     finally:
         if worker is not None:
             worker.stop()

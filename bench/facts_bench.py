@@ -1,4 +1,4 @@
-"""Facts (issue 4) on PostgreSQL + Redis + one real Celery worker, each figure beside its floor.
+"""Facts on PostgreSQL + Redis + one real Celery worker, each figure beside its floor.
 
     .venv/bin/python bench/facts_bench.py [--facts 100000] [--rounds 3] [--calls 150] [--profile]
 
@@ -46,7 +46,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,30 +56,30 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.compaction_bench import (
+from bench.harness import (
     CLK_TCK,
+    HOST,
     OTHERS,
     CpuMeter,
-    cores_text,
-    ms,
-    pct,
-    process_ticks,
-    wait_for_quiet,
-)
-from bench.harness import (
     LLMServer,
     Worker,
     admin_execute,
+    cores_text,
     drop_database,
+    json_option,
     machine_description,
     migrate,
+    ms,
+    pct,
+    process_ticks,
     serve_scripted_llm,
     server_versions,
     settle_database,
     setup_django,
+    wait_for_quiet,
+    write_figures,
 )
 
-HOST = "127.0.0.1"
 PAGE = 50  # the API's default page of facts
 EXTRACT_DONE = re.compile(
     r"Task memory_app\.tasks\.extract_facts\[(?P<id>[0-9a-f-]+)\] succeeded in (?P<secs>[0-9.e-]+)s: "
@@ -92,7 +92,7 @@ SINGLE_VALUED = ("works at", "lives in")  # in MEMSITE_SINGLE_VALUED_PREDICATES:
 STATEMENT = re.compile(rf"^\[[^\]]+\] (.+?) ({'|'.join(STATED)}) (.+?)\.$", re.M)
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--facts", type=int, default=100_000, help="facts seeded for the reads")
     parser.add_argument("--rounds", type=int, default=3, help="read rounds (median of the per-round figures)")
@@ -114,7 +114,8 @@ def parse_args() -> argparse.Namespace:
         "--max-other", type=float, default=0.15, help="cores other processes may use before a round is re-taken"
     )
     parser.add_argument("--serve-llm", action="store_true", help=argparse.SUPPRESS)
-    return parser.parse_args()
+    json_option(parser, "facts_bench")
+    return parser.parse_args(argv)
 
 
 # --- the scripted LLM, in a child process ------------------------------------------------------
@@ -799,11 +800,50 @@ def report(
     )
 
 
+def figures_json(
+    header: list[str], figures: list[ReadFigure], rounds: list[ReadRound], batches: list[Batch], latency: Latency
+) -> dict[str, Any]:
+    """The tables' figures (seconds; medians of the per-round p50/p99 and ratios) and what they come from."""
+    floors = {f.key: f for f in figures if f.floor is None}
+    reads = []
+    for figure in figures:
+        row: dict[str, Any] = {
+            "key": figure.key,
+            "name": figure.name,
+            "floor": figure.floor,
+            "rows_served_p50": statistics.median(figure.rows) if figure.rows else None,
+            "p50_s": statistics.median(figure.p50),
+            "p99_s": statistics.median(figure.p99),
+            "p50_per_round_s": figure.p50,
+            "p99_per_round_s": figure.p99,
+        }
+        if figure.floor is not None:
+            row["p50_over_floor"] = median_ratio(figure.p50, floors[figure.floor].p50)
+            row["p99_over_floor"] = median_ratio(figure.p99, floors[figure.floor].p99)
+        reads.append(row)
+    return {
+        "header": header,
+        "reads": reads,
+        "extraction": {
+            "runs_per_s": statistics.median(b.runs / b.seconds for b in batches),
+            "noop_tasks_per_s": statistics.median(b.runs / b.noop_seconds for b in batches),
+            "over_floor": median_ratio([b.seconds for b in batches], [b.noop_seconds for b in batches]),
+            "facts_applied_per_s": statistics.median((b.added + b.seen) / b.seconds for b in batches),
+            "facts_added_per_s": statistics.median(b.added / b.seconds for b in batches),
+            "one_run_s": statistics.median(latency.run),
+            "noop_round_trip_s": statistics.median(latency.noop),
+        },
+        "batches": batches,
+        "latency": latency,
+        "read_rounds_cores": [r.cores for r in rounds],
+    }
+
+
 # --- the run -----------------------------------------------------------------------------------
 
 
-def main() -> int:
-    args = parse_args()
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.serve_llm:
         serve_llm()
         return 0
@@ -888,6 +928,7 @@ def main() -> int:
             f"each; other processes' cores per batch {', '.join(f'{b.disturbance:.2f}' for b in batches)}",
         ]
         report(header, figures, rounds, batches, latency)
+        write_figures(args.json, "facts_bench", figures_json(header, figures, rounds, batches, latency))
         return 0
     finally:
         if worker is not None:

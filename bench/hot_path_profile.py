@@ -21,19 +21,32 @@ import pstats
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.api_bench import APPEND_BODY, SYSTEM_PROMPT, bench_env, seed_floor, seed_messages
-from bench.harness import HOST, close_django_connections, create_database, drop_database, manage, setup_django
+from bench.harness import (
+    APPEND_BODY,
+    HOST,
+    SYSTEM_PROMPT,
+    bench_env,
+    close_django_connections,
+    create_database,
+    drop_database,
+    json_option,
+    manage,
+    seed_floor,
+    seed_messages,
+    setup_django,
+    write_figures,
+)
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Any]
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--requests", type=int, default=300)
@@ -41,7 +54,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--top", type=int, default=30, help="functions shown by --profile")
     parser.add_argument("--pg-url", default=os.environ.get("BENCH_PG_URL", f"postgres://postgres@{HOST}:5432"))
     parser.add_argument("--db-name", default="memsite_profile")
-    return parser.parse_args()
+    json_option(parser, "hot_path_profile")  # the rounds' figures; a --profile run writes none
+    return parser.parse_args(argv)
 
 
 def call(app: WsgiApp, method: str, path: str, key: str, body: dict[str, Any] | None = None) -> tuple[int, bytes]:
@@ -86,8 +100,8 @@ def cpu_ms_per_request(app: WsgiApp, endpoint: tuple[str, str, dict[str, Any] | 
     return (time.process_time() - started) * 1000 / n
 
 
-def main() -> int:
-    args = parse_args()
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     env = bench_env(f"{args.pg_url}/{args.db_name}")
     create_database(args.pg_url, args.db_name)
     try:
@@ -132,10 +146,19 @@ def main() -> int:
         print(f"CPU ms per request in one process, median of {args.rounds} rounds of {args.requests} requests")
         print("| path | CPU ms/request | x limit (median of per-round ratios) |")
         print("|---|---:|---:|")
+        table = []
         for name, values in rounds.items():
             limit = rounds[limits.get(name, "limit_read")]
             ratio = statistics.median(v / lim for v, lim in zip(values, limit, strict=True))
             print(f"| {name} | {statistics.median(values):.3f} | {ratio:.1f}x |")
+            table.append(
+                {"path": name, "cpu_ms": statistics.median(values), "over_limit": ratio, "cpu_ms_per_round": values}
+            )
+        write_figures(
+            args.json,
+            "hot_path_profile",
+            {"rounds": args.rounds, "requests_per_round": args.requests, "table": table},
+        )
         return 0
     finally:
         close_django_connections()

@@ -8,8 +8,8 @@ the scripted OpenAI-compatible LLM server of the tests in a child process (it an
 summaries for compactions, the triples a conversation states for fact extraction, 3 of the
 candidates for an experience selection), gunicorn as `make run` starts it (2 sync workers) and a
 Celery worker as the Procfile starts it (prefork, concurrency 2, queues celery, compaction and
-facts). Seeds one team with --experiences approved experiences (bench/selection_bench.py's
-generator) and one API key per agent.
+facts). Seeds one team with --experiences approved experiences (the harness's generator,
+as bench/selection_bench.py) and one API key per agent.
 
 Each run gives every agent a fresh session of its kind (2 in 5 managed sessions with a low
 compaction threshold, so the worker compacts during the run; 1 in 5 "kg" sessions, whose appends
@@ -42,6 +42,7 @@ import tempfile
 import time
 import zlib
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +52,12 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.compaction_bench import OTHERS, SUMMARY, CpuMeter, wait_for_quiet
 from bench.harness import (
+    EXPERIENCE_ROLES,
     HOST,
+    OTHERS,
+    SUMMARY,
+    CpuMeter,
     LLMServer,
     Worker,
     auth,
@@ -61,19 +65,23 @@ from bench.harness import (
     create_database,
     drop_database,
     free_port,
+    json_option,
     machine_description,
+    make_query,
     migrate,
     process_tree,
     rss_bytes,
+    seed_experiences,
     serve_scripted_llm,
     server_versions,
     settle_database,
     setup_django,
     start_gunicorn,
     stop_gunicorn,
+    wait_for_quiet,
     wait_ready,
+    write_figures,
 )
-from bench.selection_bench import ROLES, make_query, seed_experiences
 
 # The operation mix: (name, weight). Appends dominate as in an agent loop (every turn is written),
 # context is read before most LLM calls, facts and experiences are looked up less often.
@@ -125,7 +133,7 @@ SELECTED_PER_ANSWER = 3
 UNATTRIBUTED = "PostgreSQL, Redis, kernel"
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=int, default=50)
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of load per run")
@@ -154,7 +162,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep-db", action="store_true", help="leave the database for inspection")
     parser.add_argument("--serve-llm", action="store_true", help=argparse.SUPPRESS)
-    return parser.parse_args()
+    json_option(parser, "load")
+    return parser.parse_args(argv)
 
 
 # --- the scripted LLM, in a child process ------------------------------------------------------
@@ -177,7 +186,7 @@ def answer(body: dict[str, Any]) -> str:
         ]
         return json.dumps({"facts": facts})
     ids = CANDIDATE.findall(last)
-    if ids:  # an experience selection: seed 000's JSON object, the same 3 for the same prompt
+    if ids:  # an experience selection: the JSON object form, the same 3 for the same prompt
         chosen = set(random.Random(zlib.crc32(last.encode())).sample(ids, min(SELECTED_PER_ANSWER, len(ids))))
         return json.dumps({exp_id: exp_id in chosen for exp_id in ids})
     return SUMMARY
@@ -563,7 +572,7 @@ def seed(args: argparse.Namespace) -> list[Agent]:
                 number=number,
                 key=key,
                 kind=agent_kind(number),
-                role=ROLES[number % len(ROLES)],
+                role=EXPERIENCE_ROLES[number % len(EXPERIENCE_ROLES)],
                 rng=random.Random(args.seed * 1000 + number),
             )
         )
@@ -606,8 +615,8 @@ def one_run(
     )
 
 
-def main() -> int:
-    args = parse_args()
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.serve_llm:
         serve_llm()
         return 0
@@ -683,10 +692,12 @@ def main() -> int:
             f"{args.threshold}, {sum(a.kind == 'kg' for a in agents)} kg, "
             f"{sum(a.kind == 'conversation_history' for a in agents)} plain), think time {think} ms, "
             f"mix {', '.join(f'{n} {w}%' for n, w in MIX)}; {args.runs} x {args.duration:.0f} s",
-            f"data: {args.experiences} approved experiences over {len(ROLES)} roles; every run starts new sessions",
+            f"data: {args.experiences} approved experiences over {len(EXPERIENCE_ROLES)} roles; "
+            "every run starts new sessions",
         ]
         report(header, runs)
         errors = sum(r.errors for r in runs)
+        write_figures(args.json, "load", {"header": header, "runs": runs, "errors": errors})
         if errors:
             print(f"{errors} failed requests; gunicorn log tail:")
             print((workdir / "gunicorn.log").read_text()[-3000:])

@@ -9,27 +9,19 @@ Run: `.venv/bin/python bench/mcp_bench.py` (add DATABASE_URL=... for PostgreSQL)
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memsite.settings")
-os.environ.setdefault("DEBUG", "0")
-os.environ.setdefault("MEMSITE_CONTEXT_LEDGER_FLUSH_SECONDS", "5")
 
-import django
-
-django.setup()
-
-from django.db import connection  # noqa: E402
-from django.test import Client  # noqa: E402
-
-from memory_app.tenancy import services as tenancy  # noqa: E402
+from bench.harness import json_option, write_figures
 
 RUNS = 5
 CALLS = 200
@@ -50,7 +42,7 @@ def per_call_ms(call: Callable[[], object]) -> float:
     return statistics.median(samples)
 
 
-def mcp_call(client: Client, method: str, params: dict) -> Callable[[], object]:
+def mcp_call(client: Any, method: str, params: dict) -> Callable[[], object]:
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": ENVELOPE}})
     headers = {"MCP-Protocol-Version": VERSION, "Mcp-Method": method, "Mcp-Name": params.get("name", "")}
 
@@ -62,8 +54,21 @@ def mcp_call(client: Client, method: str, params: dict) -> Callable[[], object]:
     return call
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    json_option(parser, "mcp_bench")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memsite.settings")
+    os.environ.setdefault("DEBUG", "0")
+    os.environ.setdefault("MEMSITE_CONTEXT_LEDGER_FLUSH_SECONDS", "5")
+    import django
+
+    django.setup()
     from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+
+    from memory_app.tenancy import services as tenancy
 
     call_command("migrate", verbosity=0)
     team = tenancy.team_get_or_create(name="mcp-bench")
@@ -98,11 +103,20 @@ def main() -> None:
     ]
     print(f"database: {connection.vendor}; median of {RUNS} runs x {CALLS} calls, in-process WSGI (no network)")
     print(f"{'operation':<10} {'REST ms':>9} {'MCP ms':>9} {'MCP/REST':>9}")
+    table = []
     for name, rest, mcp in rows:
         rest_ms, mcp_ms = per_call_ms(rest), per_call_ms(mcp)
         print(f"{name:<10} {rest_ms:9.2f} {mcp_ms:9.2f} {mcp_ms / rest_ms:9.2f}")
-    print(f"tools/list {per_call_ms(mcp_call(client, 'tools/list', {})):9.2f} ms")
+        table.append({"operation": name, "rest_ms": rest_ms, "mcp_ms": mcp_ms, "mcp_over_rest": mcp_ms / rest_ms})
+    tools_list = per_call_ms(mcp_call(client, "tools/list", {}))
+    print(f"tools/list {tools_list:9.2f} ms")
+    write_figures(
+        args.json,
+        "mcp_bench",
+        {"database": connection.vendor, "runs": RUNS, "calls": CALLS, "table": table, "tools_list_ms": tools_list},
+    )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

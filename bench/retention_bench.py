@@ -49,6 +49,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.harness import ROOT, machine_description, settle_database
+from bench.harness import ROOT, json_option, machine_description, settle_database, wait_for_quiet, write_figures
 from bench.retention_sessions import CARRIERS, KINDS, GeneratedSession, generate, present
 
 DB_NAME = "memsite_retention_bench"
@@ -69,7 +70,7 @@ CHECKPOINTS = 10  # contexts read per session: after every tenth of its messages
 # --- command line ------------------------------------------------------------------------------
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 seeds of 300 messages, 3 read rounds of 30 (~75 s)")
     parser.add_argument("--seeds", type=int, help="sessions per ratio (medians reported); default 5, quick 2")
@@ -89,7 +90,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--quiet", type=float, default=0.15, help="max busy share of the machine before a read round")
     parser.add_argument("--max-wait", type=float, help="seconds to wait for a quiet machine; default 20, quick 5")
     parser.add_argument("--keep-db", action="store_true", help="leave the database for inspection")
-    args = parser.parse_args()
+    json_option(parser, "retention_bench")
+    args = parser.parse_args(argv)
     quick = args.quick
     args.seeds = args.seeds or (2 if quick else 5)
     args.messages = args.messages or (300 if quick else 800)
@@ -555,8 +557,6 @@ def readers(api: Api, read: ReadSession) -> dict[str, Any]:
 
 
 def bench_reads(api: Api, args: argparse.Namespace) -> tuple[list[ReadSession], list[float], float]:
-    from bench.api_bench import wait_for_quiet
-
     started = time.monotonic()
     sessions = []
     for size in args.sizes:
@@ -749,8 +749,8 @@ def report_retention(retention: Retention, args: argparse.Namespace, backend: st
     return checks
 
 
-def main() -> int:
-    args = parse_args()
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     db = prepare_environment(args)
     started = time.monotonic()
     try:
@@ -797,6 +797,22 @@ def main() -> int:
             f"total {time.monotonic() - started:.0f} s; "
             + ("ALL GOALS MET" if not failed else f"{failed} GOAL(S) MISSED")
         )
+        figures: dict[str, Any] = {
+            "header": header,
+            "llm": backend,
+            "goals": [{"goal": label, "passed": passed} for label, passed in checks],
+        }
+        if retention is not None:
+            figures["retention"] = {  # per "ratio arm": one result per seed
+                "history_tokens": retention.history_tokens,
+                "marsys_version": retention.marsys_version,
+                "seconds": retention.seconds,
+                "results": retention.results,
+            }
+        if reads is not None:
+            sessions, quiet, seconds = reads
+            figures["reads"] = {"sessions": sessions, "machine_busy_before": quiet, "seconds": seconds}
+        write_figures(args.json, "retention_bench", figures)
         return 0 if not failed else 1
     finally:
         if "django" in sys.modules:

@@ -2,7 +2,7 @@
 the quality of lexical, vector and hybrid ranking on planted memories.
 
     .venv/bin/python bench/search_bench.py                  # scale 0.1 (100k items), ~5 min on 2 cores
-    .venv/bin/python bench/search_bench.py --scale 1        # the issue's 1M items (long: HNSW build, seeding)
+    .venv/bin/python bench/search_bench.py --scale 1        # 1M items (long: HNSW build, seeding)
     # options: --engines sqlite,postgres,pgvector  --rounds 5  --queries 40  --distractors 3000
     #          --pg-url postgres://postgres@127.0.0.1:5432  --keep-db
 
@@ -60,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import search_corpus as corpus
 from bench import search_quality as quality
-from bench.harness import ROOT, machine_description
+from bench.harness import ROOT, json_option, machine_description, write_figures
 
 DB_NAME = "memsite_searchbench"
 ENGINES = ("sqlite", "postgres", "pgvector")
@@ -94,6 +94,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--keep-db", action="store_true", help="leave the databases (and the pgvector server)")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # model | engine
     parser.add_argument("--config", help=argparse.SUPPRESS)
+    json_option(parser, "search_bench")
     args = parser.parse_args(argv)
     args.engines = [e for e in args.engines.split(",") if e]
     unknown = set(args.engines) - set(ENGINES)
@@ -720,7 +721,7 @@ def admin(url: str, statement: str) -> None:
         conn.execute(statement)
 
 
-def main(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     var_dir = Path(os.environ.get("MEMSITE_VAR_DIR", "/tmp/var-searchbench"))
@@ -780,7 +781,20 @@ def main(args: argparse.Namespace) -> int:
                     print(f"pgvector server left running: {server.url(DB_NAME)}", file=sys.stderr)
                 else:
                     server.stop()
-    report(args, when, model, results, vectors, time.perf_counter() - started)
+    goals = report(args, when, model, results, vectors, time.perf_counter() - started)
+    write_figures(
+        args.json,
+        "search_bench",
+        {
+            "scale": args.scale,
+            "rounds": args.rounds,
+            "queries": args.queries,
+            "distractors": args.distractors,
+            "model": model,
+            "engines": results,
+            "goals": [{"goal": text, "passed": ok} for text, ok in goals],
+        },
+    )
     return 0
 
 
@@ -794,7 +808,8 @@ def report(
     results: dict[str, dict[str, Any]],
     vectors: Path,
     seconds: float,
-) -> None:
+) -> list[tuple[str, bool]]:
+    """Print the tables; the goals and whether each is met."""
     any_result = next(iter(results.values()), None)
     print(f"memsite search bench, {when}")
     print(f"machine: {machine_description()}; Python {platform.python_version()}")
@@ -929,6 +944,7 @@ def report(
         + ", ".join(f"{engine} {result['child_seconds']:.0f} s" for engine, result in results.items())
         + ")"
     )
+    return verdicts
 
 
 def child_main(args: argparse.Namespace) -> int:
@@ -939,6 +955,10 @@ def child_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = parse_args(argv)
+    return child_main(arguments) if arguments.child else run(arguments)
+
+
 if __name__ == "__main__":
-    arguments = parse_args()
-    sys.exit(child_main(arguments) if arguments.child else main(arguments))
+    sys.exit(main())

@@ -1,4 +1,4 @@
-"""Experience selection (issue 5) on PostgreSQL: what `experience_select` costs besides the LLM.
+"""Experience selection on PostgreSQL: what `experience_select` costs besides the LLM.
 
     .venv/bin/python bench/selection_bench.py [--experiences 1000] [--rounds 5] [--calls 100]
 
@@ -7,8 +7,8 @@ approved experiences (plus drafts and disabled ones, and a second team of the sa
 20 roles of very different popularity, some for every role, and a multi-agent session of
 1,000 messages, then calls the services and selectors from this process. The LLM is
 `InstantBackend` below, selected by `LLM_BACKEND=bench.selection_bench.InstantBackend`: it
-answers at once, in-process, in seed 000's JSON object form (every candidate id -> true/false,
-three of them true), and times itself, so each call's time in it is subtracted. Measured, for
+answers at once, in-process, in the JSON object form selection asks for (every candidate id ->
+true/false, three of them true), and times itself, so each call's time in it is subtracted. Measured, for
 the busiest role and a typical one, p50/p99 over several rounds of interleaved calls:
 
 - `experience_select(team, role, query)` with the instant LLM: the overhead;
@@ -41,7 +41,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,30 +51,36 @@ from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.compaction_bench import (
+from bench.harness import (
+    ALL_ROLES_SHARE,
+    EXPERIENCE_ROLES,
+    HOST,
+    INSTRUCTIONS,
     OTHERS,
     CpuMeter,
+    admin_execute,
     cores_text,
+    drop_database,
+    json_option,
+    machine_description,
+    make_query,
+    make_when,
+    migrate,
     ms,
     pct,
-    wait_for_quiet,
-)
-from bench.harness import (
-    admin_execute,
-    drop_database,
-    machine_description,
-    migrate,
+    seed_experiences,
     settle_database,
     setup_django,
+    wait_for_quiet,
+    write_figures,
 )
 
-HOST = "127.0.0.1"
 INSTANT_BACKEND = "bench.selection_bench.InstantBackend"
 SELECTED_PER_ANSWER = 3
 SESSION_WINDOW = 20  # settings.EXPERIENCE_CONTEXT_MESSAGES' default: the messages a session context reads
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--experiences", type=int, default=1000, help="approved experiences of the team")
     parser.add_argument("--messages", type=int, default=1000, help="messages of the session")
@@ -91,15 +97,16 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--max-other", type=float, default=0.15, help="cores other processes may use before a round is re-taken"
     )
-    return parser.parse_args()
+    json_option(parser, "selection_bench")
+    return parser.parse_args(argv)
 
 
 # --- the instant LLM ---------------------------------------------------------------------------
 
 
 class InstantBackend:
-    """memory_app.llm.base.LLMBackend answering at once, in-process: seed 000's JSON object with
-    every candidate id, SELECTED_PER_ANSWER of them true (the same ones for the same question).
+    """memory_app.llm.base.LLMBackend answering at once, in-process: the JSON object selection asks
+    for, every candidate id, SELECTED_PER_ANSWER of them true (the same ones for the same question).
 
     `get_backend()` makes one per call, so what it measures lives on the class: `elapsed` is the
     time the last call spent in `complete()`, subtracted from the selection's time.
@@ -131,164 +138,11 @@ class InstantBackend:
         return result
 
 
-# --- the generated experiences and session -----------------------------------------------------
-
-# Seed 000's TaskWeaver roles first; weights fall off with rank (a few busy roles, a long tail).
-ROLES = (
-    "Planner CodeInterpreter code_generator reviewer tester sql_analyst data_engineer web_researcher "
-    "summarizer translator designer devops security_auditor doc_writer qa_engineer product_manager "
-    "support_agent data_scientist frontend_dev backend_dev"
-).split()
-ROLE_WEIGHTS = [1 / rank**0.9 for rank in range(1, len(ROLES) + 1)]
-ALL_ROLES_SHARE = 0.1  # `who` empty: for every role
-ACTIONS = (
-    "load|read|parse|clean|merge|plot|chart|summarise|translate|deploy|migrate|profile|debug|test|review|"
-    "refactor|document|schedule|monitor|export|import|validate|benchmark|query|index|cache|retry|paginate|"
-    "authenticate|encrypt"
-).split("|")
-TOPICS = (
-    "a CSV file|an Excel workbook|a JSON payload|a parquet dataset|the sales database|a PostgreSQL table|"
-    "a REST API|a GraphQL endpoint|the S3 bucket|a Docker image|the Kubernetes deployment|a Celery queue|"
-    "the Redis cache|a pandas dataframe|a time series|a matplotlib figure|the web page|a PDF report|"
-    "the unit tests|the CI pipeline|a pull request|the release notes|a log file|a stack trace|"
-    "a FileNotFoundError|a timeout|the rate limit|an OAuth token|the user's calendar|an email thread|"
-    "a customer ticket|the product roadmap|a Terraform plan|the nginx config|a cron job|the search index|"
-    "a machine learning model|the training data|a confusion matrix|the API documentation"
-).split("|")
-QUALIFIERS = (
-    "with missing values|that is larger than memory|in another language|for a non-technical reader|"
-    "under a deadline|without network access|that failed yesterday|with personal data in it|"
-    "across several regions|on a schedule|with inconsistent column names|from an untrusted source|"
-    "that must stay backward compatible|in production|with flaky results|that has no tests"
-).split("|")
-SITUATIONS = (
-    "a previous attempt raised an error|the result will be shown to a customer|the data comes from a spreadsheet|"
-    "the task mentions performance|the user is in a hurry|the numbers look wrong|the code touches secrets|"
-    "several agents work on the same files|the output must be reproducible|the request is ambiguous"
-).split("|")
-INSTRUCTIONS = (
-    "Check that the file exists and print its first five rows before doing anything else.",
-    "Use pandas.read_csv with an explicit encoding and dtype mapping; never guess the delimiter silently.",
-    "Ask the user which column holds the dates when more than one looks like a date.",
-    "Write the plot with matplotlib, label both axes with units, and save it as PNG at 150 dpi.",
-    "Run the unit tests before and after the change and report both results.",
-    "Prefer small, reversible migrations; add the column nullable first and backfill in batches of 10,000.",
-    "Never print secrets or tokens; mask them as ****.",
-    "Retry transient HTTP errors (429, 502, 503) three times with exponential backoff and jitter.",
-    "Summarise in at most five bullet points, most important first, without jargon.",
-    'Return the answer as JSON: {"status": "ok", "rows": <int>} and nothing else.',
-    "Keep the original file untouched; write results to a new file with a timestamp suffix.",
-    "Use UTC everywhere and say so in the output.",
-    "When a query takes longer than two seconds, show its EXPLAIN ANALYZE and suggest an index.",
-    "Translate technical terms only when a common translation exists; keep identifiers verbatim.",
-    "Document every public function with a one-line summary and its parameters.",
-    "Pin dependency versions in the Dockerfile and use a slim base image.",
-    "Page through results with the cursor the API returns instead of offsets.",
-    "Validate the input against the schema first and report every violation at once, with line numbers.",
-    "Do not delete data; move it to an archive table and tell the user how to restore it.",
-    "Explain what you changed and why in the pull request description, with a short test plan.",
-    "Round money to two decimals only when displaying it; compute with Decimal.",
-    "If the numbers look wrong, compare totals with the source system before reporting.",
-    "Cache the result for ten minutes keyed by the normalised query.",
-    "Stop and ask the user before running anything that writes to production.",
-)
-CODE_SNIPPETS = (
-    "```python\ndf = pd.read_csv(path, encoding='utf-8', dtype={'id': 'string'})\nprint(df.head())\n```",
-    "```python\nfor attempt in range(3):\n    try:\n        return call()\n    except Transient:\n"
-    "        time.sleep(2 ** attempt + random.random())\n```",
-    '```json\n{"status": "ok", "rows": 0, "errors": []}\n```',
-    "```sql\nCREATE INDEX CONCURRENTLY idx_orders_customer ON orders (customer_id, created_at);\n```",
-)
-
-
-def make_who(rng: random.Random) -> list[str]:
-    if rng.random() < ALL_ROLES_SHARE:
-        return []
-    count = rng.choices((1, 2, 3), weights=(6, 3, 1))[0]
-    who: list[str] = []
-    while len(who) < count:
-        role = rng.choices(ROLES, weights=ROLE_WEIGHTS)[0]
-        if role not in who:
-            who.append(role)
-    return who
-
-
-def make_when(rng: random.Random) -> str:
-    """One or two sentences, ~80-350 characters: the situation an experience applies to."""
-    text = f"When the user asks to {rng.choice(ACTIONS)} {rng.choice(TOPICS)}"
-    if rng.random() < 0.7:
-        text += f" {rng.choice(QUALIFIERS)}"
-    if rng.random() < 0.5:
-        text += f", or to {rng.choice(ACTIONS)} {rng.choice(TOPICS)}"
-    text += "."
-    if rng.random() < 0.6:
-        text += f" Also applies when {rng.choice(SITUATIONS)} or when {rng.choice(SITUATIONS)}."
-    return text
-
-
-def make_what(rng: random.Random) -> str:
-    """Two to eight instructions, sometimes with a code block: ~150-1,200 characters."""
-    lines = [f"- {line}" for line in rng.sample(INSTRUCTIONS, rng.randint(2, 8))]
-    if rng.random() < 0.3:
-        lines.append(rng.choice(CODE_SNIPPETS))
-    return "\n".join(lines)
-
-
-def make_query(rng: random.Random) -> str:
-    return (
-        f"Please {rng.choice(ACTIONS)} {rng.choice(TOPICS)} {rng.choice(QUALIFIERS)}; "
-        f"then {rng.choice(ACTIONS)} {rng.choice(TOPICS)} and tell me what you found."
-    )
-
-
-@dataclass
-class Seeded:
-    experiences: int  # approved, in the measured team
-    others: int  # drafts and disabled ones in the same team, and the other team's experiences
-    candidates: dict[str, int]  # role -> approved experiences targeting it
-    when_chars: list[int]
-    what_chars: list[int]
-    seconds: float
-
-
-def seed_experiences(team: Any, other_team: Any, approved: int, rng: random.Random) -> Seeded:
-    """Through the services (a revision each, roles_key kept in step), as the import would."""
-    from experiences_app import selectors, services
-    from experiences_app.models import Experience
-
-    started = time.perf_counter()
-    approved_status, draft = Experience.Status.APPROVED, Experience.Status.DRAFT
-    plan = (  # (team, status, how many, approved then disabled)
-        (team, approved_status, approved, False),
-        (team, approved_status, approved // 20, True),
-        (team, draft, approved // 10, False),
-        (other_team, approved_status, approved, False),
-    )
-    when_chars: list[int] = []
-    what_chars: list[int] = []
-    others = number = 0
-    for owner, status, count, retire in plan:
-        for _ in range(count):
-            number += 1
-            when, what = make_when(rng), make_what(rng)
-            exp_id = f"{rng.choice(ACTIONS)}-{rng.choice(TOPICS).split()[-1].lower()}-{number:04d}"
-            exp_id = "".join(c if c.isalnum() or c in "-_" else "-" for c in exp_id)
-            experience = services.experience_create(
-                team=owner, exp_id=exp_id, who=make_who(rng), when=when, what=what, actor="bench", status=status
-            )
-            if retire:
-                services.experience_disable(experience=experience, actor="bench")
-            if owner is team and status == approved_status and not retire:
-                when_chars.append(len(when))
-                what_chars.append(len(what))
-            else:
-                others += 1
-    candidates = {role: len(selectors.experience_candidates(team=team, role=role)) for role in ROLES}
-    return Seeded(approved, others, candidates, when_chars, what_chars, time.perf_counter() - started)
+# --- the generated session (the experiences are the harness's) ------------------------------------
 
 
 def seed_session(team: Any, messages: int, rng: random.Random) -> Any:
-    """A multi-agent conversation (seed 000's addressing: send_from/send_to), bulk-inserted.
+    """A multi-agent conversation (TaskWeaver's addressing: send_from/send_to), bulk-inserted.
     The Planner talks to everyone; the other agents answer it; the User opens each task."""
     from django.db import transaction
 
@@ -296,7 +150,7 @@ def seed_session(team: Any, messages: int, rng: random.Random) -> Any:
     from memory_app.conversations.models import Message, Session
 
     session = services.session_create(team=team, system_prompt="You are a team of agents.", external_id="sbench")
-    agents = ROLES[1:8]
+    agents = EXPERIENCE_ROLES[1:8]
     rows = []
     for seq in range(1, messages + 1):
         step = (seq - 1) % 6
@@ -417,7 +271,8 @@ def selection(team: Any, role: str, *, backend: str | None = None, session_id: s
 
 
 def instant_class() -> type[InstantBackend]:
-    """The class get_backend() instantiates (this file runs as __main__; LLM_BACKEND imports it again)."""
+    """The class get_backend() instantiates (run as a file, this module is __main__, and LLM_BACKEND
+    imports it again as bench.selection_bench)."""
     from django.conf import settings
     from django.utils.module_loading import import_string
 
@@ -659,6 +514,27 @@ def report(header: list[str], figures: list[Figure], candidates: dict[str, int])
         )
 
 
+def figures_json(figures: list[Figure], candidates: dict[str, int]) -> list[dict[str, Any]]:
+    """The table's rows: medians of the per-round p50/p99 (seconds) and of the per-round ratios."""
+    floors = {f.key: f for f in figures if f.floor is None}
+    rows = []
+    for figure in figures:
+        row: dict[str, Any] = {
+            "figure": figure,
+            "candidates": None if figure.key == "floor-session" else candidates[figure.role],
+            "p50_s": statistics.median(figure.p50),
+            "p99_s": statistics.median(figure.p99),
+        }
+        if figure.floor is not None:
+            floor = floors[figure.floor]
+            row["p50_over_floor"] = median_ratio(figure.p50, floor.p50)
+            row["p99_over_floor"] = median_ratio(figure.p99, floor.p99)
+            if figure.subtract_backend:
+                row["llm_p50_subtracted_s"] = statistics.median(figure.backend_p50)
+        rows.append(row)
+    return rows
+
+
 def report_breakdown(title: str, steps: dict[str, float], total: float) -> None:
     print()
     print(f"Where the time goes: {title} (medians of each step; total {ms(total)} with the timers)")
@@ -675,8 +551,8 @@ def report_breakdown(title: str, steps: dict[str, float], total: float) -> None:
 # --- the run -----------------------------------------------------------------------------------
 
 
-def main() -> int:
-    args = parse_args()
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     started = time.monotonic()
     rng = random.Random(args.seed)
     workdir = Path(tempfile.mkdtemp(prefix="memsite-sbench-"))
@@ -709,7 +585,7 @@ def main() -> int:
         seeded = seed_experiences(team, other_team, args.experiences, rng)
         session = seed_session(team, args.messages, rng)
         settle_database()
-        by_count = sorted(ROLES, key=lambda role: seeded.candidates[role])
+        by_count = sorted(EXPERIENCE_ROLES, key=lambda role: seeded.candidates[role])
         busy, typical = by_count[-1], by_count[len(by_count) // 2]
         print(
             f"  {seeded.seconds:.1f} s; candidates per role: "
@@ -747,8 +623,8 @@ def main() -> int:
             f"machine: {machine_description()}; Python {platform.python_version()}; "
             f"PostgreSQL {version[0] if version else '?'}",
             "services and selectors called in-process (DEBUG=0); LLM: an in-process backend answering at once "
-            f"(seed 000's JSON object, {SELECTED_PER_ANSWER} of the candidates true), its own time subtracted",
-            f"data: team of {seeded.experiences:,} approved experiences over {len(ROLES)} roles "
+            f"(the JSON object form, {SELECTED_PER_ANSWER} of the candidates true), its own time subtracted",
+            f"data: team of {seeded.experiences:,} approved experiences over {len(EXPERIENCE_ROLES)} roles "
             f"({sum(1 for c in seeded.candidates.values() if c)} with candidates; "
             f"{seeded.candidates[by_count[0]]}-{seeded.candidates[busy]} candidates per role, median "
             f"{statistics.median(seeded.candidates.values()):.0f}), {ALL_ROLES_SHARE:.0%} for every role; "
@@ -777,6 +653,25 @@ def main() -> int:
             f"- selection log after the rounds: {rows:,} rows, {total_bytes / 2**20:.0f} MiB with TOAST and "
             f"indexes ({total_bytes / max(rows, 1) / 1024:.0f} KiB per selection; messages + candidates stored "
             f"{row_json / 1024:.0f} KiB per row on average)"
+        )
+        write_figures(
+            args.json,
+            "selection_bench",
+            {
+                "header": header,
+                "table": figures_json(figures, seeded.candidates),
+                "breakdown": {
+                    name: {"steps_p50_s": steps, "total_p50_s": total}
+                    for name, (steps, total) in (
+                        ("busiest role", steps_busy),
+                        ("busiest role with session_id", steps_session),
+                        ("typical role", steps_typical),
+                    )
+                },
+                "rounds_cores": [r.cores for r in rounds],
+                "breakdown_cores": breakdown_cores,
+                "selection_log": {"rows": rows, "bytes": total_bytes, "row_json_bytes": row_json},
+            },
         )
         return 0
     finally:

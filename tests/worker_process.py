@@ -22,7 +22,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection
 
-from bench.harness import celery_worker_argv
+from tests.celery_worker import celery_worker_argv
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import psycopg
 
-from bench.harness import celery_worker_argv
+from tests.celery_worker import celery_worker_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 # The broker and database settings of the CI leg are replaced, never inherited.

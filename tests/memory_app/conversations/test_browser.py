@@ -22,7 +22,6 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 from playwright.sync_api import expect, sync_playwright
 
-from bench.harness import celery_worker_argv
 from memory_app.compaction import services as compaction
 from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import services
@@ -31,6 +30,7 @@ from memory_app.ops import pages as ops_pages
 from memory_app.tenancy import services as tenancy
 from memory_app.tenancy.models import TeamMembership
 from tests.browser_kit import CHROMIUM, LAUNCH_ARGS, PASSWORD
+from tests.celery_worker import celery_worker_argv
 
 pytestmark = pytest.mark.browser
 
