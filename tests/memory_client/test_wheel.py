@@ -1,4 +1,4 @@
-"""The client as its own distribution, built and installed with the README's commands: the wheel
+"""The client as its own distribution, built and installed with the documented commands: the wheel
 holds every module of memory_client/ and nothing else, declares its dependencies and one extra
 per framework, and, installed in a clean venv with nothing but its dependencies, works against a
 live server without Django or any agent framework.
@@ -46,17 +46,18 @@ def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
 
 
 def readme_install_commands() -> list[list[str]]:
-    """The shell commands of the README's "Install the client in your agent project" section."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("<!-- integration: install -->", 1)[1].split("<!-- integration:", 1)[0]
+    """The shell commands of the "Install the client in your agent project" section of
+    docs/integrations.md (the README links it)."""
+    document = (ROOT / "docs" / "integrations.md").read_text()
+    section = document.split("<!-- integration: install -->", 1)[1].split("<!-- integration:", 1)[0]
     lines = [line for block in re.findall(r"```bash\n(.*?)```", section, re.DOTALL) for line in block.splitlines()]
     return [shlex.split(line, comments=True) for line in lines if line.strip()]
 
 
 def readme_command(prefix: str) -> list[str]:
-    """The README's one install command that starts with `prefix` (and is not an extras variant)."""
+    """The documented install command that starts with `prefix` (and is not an extras variant)."""
     found = [argv for argv in readme_install_commands() if shlex.join(argv).startswith(prefix) and "[" not in argv[-1]]
-    assert len(found) == 1, f"the README's install section shows {found} for {prefix}"
+    assert len(found) == 1, f"the install section of docs/integrations.md shows {found} for {prefix}"
     return found[0]
 
 
@@ -105,7 +106,7 @@ class Built:
 
 @pytest.fixture(scope="session")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
-    """The wheel, built by the README's command with the output directory moved to a tmp dir."""
+    """The wheel, built by the documented command with the output directory moved to a tmp dir."""
     out = tmp_path_factory.mktemp("wheel")
     argv = readme_command("python -m build ")
     argv = [sys.executable, *(str(out) if arg == "dist" else arg for arg in argv[1:])]
@@ -117,14 +118,14 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
 
 @pytest.fixture(scope="session")
 def client_python(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The interpreter of a clean venv (no system site packages) where the README's `pip install`
+    """The interpreter of a clean venv (no system site packages) where the documented `pip install`
     of the wheel was run. The venv has no pip of its own: this one installs into it (`--python`),
     which saves the seconds ensurepip takes."""
     venv = tmp_path_factory.mktemp("client-venv")
     run([sys.executable, "-m", "venv", "--without-pip", "--clear", str(venv)])
     python = venv / "bin" / "python"
     argv = readme_command("pip install dist/")
-    assert argv[-1] == f"dist/{built.wheel.name}", "the README installs another wheel than the build makes"
+    assert argv[-1] == f"dist/{built.wheel.name}", "the documentation installs another wheel than the build makes"
     run([sys.executable, "-m", "pip", "--python", str(python), *argv[1:-1], str(built.wheel)])
     return python
 
@@ -191,14 +192,14 @@ def test_readme_extras_are_the_declared_ones(built: Built):
     declared = set(metadata(built.wheel).get_all("Provides-Extra") or [])
     shown = [argv[-1] for argv in readme_install_commands() if argv[-1].endswith("]")]
 
-    assert shown  # the README shows how to ask for extras, from a path and from the wheel
+    assert shown  # the documentation shows how to ask for extras, from a path and from the wheel
     for target in shown:
         assert set(target[target.index("[") + 1 : -1].split(",")) <= declared
 
 
 def test_pip_install_from_the_checkout_builds_the_same_package(built: Built, tmp_path: Path):
     """`pip install /path/to/memsite/memory_client` builds the wheel pip then installs: the same
-    files as the README's wheel, byte for byte (the build is reproducible), and no leftovers."""
+    files as the documented wheel, byte for byte (the build is reproducible), and no leftovers."""
     assert readme_command("pip install /")[-1].endswith("/memsite/memory_client")
     before = artifacts_in_checkout()
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(tmp_path), "./memory_client"], cwd=ROOT)

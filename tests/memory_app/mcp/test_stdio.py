@@ -22,19 +22,20 @@ from tests.memory_app.mcp.test_http import TOOL_NAMES, WEATHER_TURN
 from tests.worker_process import ROOT, free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+MCP_DOC = ROOT / "docs" / "mcp.md"  # the host configurations and the HTTP example, run as written
 
 
-def readme_json(integration: str) -> dict[str, Any]:
-    """The first json block of the README section under `<!-- integration: NAME -->`."""
-    section = (ROOT / "README.md").read_text().split(f"<!-- integration: {integration} -->\n###", 1)[1]
+def documented_json(integration: str) -> dict[str, Any]:
+    """The first json block of the docs/mcp.md section under `<!-- integration: NAME -->`."""
+    section = MCP_DOC.read_text().split(f"<!-- integration: {integration} -->\n###", 1)[1]
     found = re.search(r"```json\n(.*?)```", section, re.DOTALL)
     assert found is not None
     return json.loads(found.group(1))
 
 
 def host_config(url: str, key: str) -> StdioServerParameters:
-    """The README's host configuration, as a host would launch it (with this venv's python)."""
-    server = readme_json("mcp-stdio")["mcpServers"]["memsite"]
+    """The documented host configuration, as a host would launch it (with this venv's python)."""
+    server = documented_json("mcp-stdio")["mcpServers"]["memsite"]
     assert server["command"] == "python" and set(server["env"]) == {"MEMSITE_URL", "MEMSITE_API_KEY"}
     env = {**server["env"], "MEMSITE_URL": url, "MEMSITE_API_KEY": key}
     return StdioServerParameters(command=sys.executable, args=server["args"], env=env, cwd=ROOT)
@@ -109,10 +110,10 @@ def test_it_refuses_to_start_without_a_url_and_key():
     assert "MEMSITE_URL and MEMSITE_API_KEY" in done.stderr
 
 
-def test_the_readme_http_example_and_host_config_work(gunicorn: Server):
+def test_the_documented_http_example_and_host_config_work(gunicorn: Server):
     tenant = make_tenant("alpha")
-    readme = (ROOT / "README.md").read_text().split("<!-- integration: mcp-http -->\n###", 1)[1]
-    code = re.search(r"```python\n(.*?)```", readme, re.DOTALL)
+    section = MCP_DOC.read_text().split("<!-- integration: mcp-http -->\n###", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     assert code is not None
     env = {**os.environ, "MEMSITE_URL": gunicorn.url, "MEMSITE_API_KEY": tenant.key}
     done = subprocess.run(
@@ -120,5 +121,5 @@ def test_the_readme_http_example_and_host_config_work(gunicorn: Server):
     )
     assert done.returncode == 0, done.stderr
     assert "memory_append" in done.stdout and "My printer is out of toner." in done.stdout
-    server = readme_json("mcp-http")["mcpServers"]["memsite"]
+    server = documented_json("mcp-http")["mcpServers"]["memsite"]
     assert server["url"].endswith("/mcp/") and server["headers"]["Authorization"].startswith("Bearer ")

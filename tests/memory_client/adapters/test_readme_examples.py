@@ -1,4 +1,4 @@
-"""The README's integration examples, copied out of README.md and run as a user would run them.
+"""The integration examples, copied out of docs/integrations.md and run as a user would run them.
 
 Each runs in its own Python process against the live server (MEMSITE_URL / MEMSITE_API_KEY) and
 the scripted OpenAI-compatible server (OPENAI_BASE_URL), from the repository root.
@@ -22,11 +22,11 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def example(integration: str) -> str:
-    """The first python block of the README section under `<!-- integration: NAME -->`."""
-    readme = (ROOT / "README.md").read_text()
+    """The first python block of the docs/integrations.md section under `<!-- integration: NAME -->`."""
+    document = (ROOT / "docs" / "integrations.md").read_text()
     marker = f"<!-- integration: {integration} -->\n###"
-    assert marker in readme, f"README.md has no section for {integration}"
-    section = readme.split(marker, 1)[1]
+    assert marker in document, f"docs/integrations.md has no section for {integration}"
+    section = document.split(marker, 1)[1]
     found = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     assert found is not None
     return found.group(1)
