@@ -21,6 +21,7 @@ class MemoryAppConfig(AppConfig):
         _forget_remembered_keys_on_change()
         connect_job_lifecycle()
         _plug_metrics_into_the_project()
+        _register_job_kinds()
 
         prepare_broker()
         metrics_dir()  # every process writes its metric samples there
@@ -61,3 +62,16 @@ def _forget_remembered_keys_on_change() -> None:
     for signal in (post_save, post_delete):
         signal.connect(auth.forget_saved_key, sender=ApiKey, dispatch_uid=f"forget-key-{signal is post_save}")
         signal.connect(auth.forget_saved_team, sender=Team, dispatch_uid=f"forget-team-{signal is post_save}")
+
+
+def _register_job_kinds() -> None:
+    """Each durable job kind is declared in its domain; registered here, in the order the ops pages
+    list them, so that ops, the metrics and the retry paths find every kind by its key."""
+    from memory_app import jobs
+    from memory_app.compaction import services as compaction
+    from memory_app.facts import extraction as fact_extraction
+    from memory_app.search import services as search
+    from memory_app.webhooks import services as webhooks
+
+    for kind in (compaction.JOB, fact_extraction.JOB, search.JOB, webhooks.JOB):
+        jobs.register(kind)

@@ -2,8 +2,9 @@
 
 Job state lives in CompactionRun, FactExtractionRun and WebhookDelivery rows, so a task is safe to run
 twice: the claim of the shared job lifecycle (memory_app.jobs) lets only one execution through. Each job
-kind names its task here by dotted path, which is also the task's registered name. `observed_job` records
-each run's duration and outcome (its status string) in the metrics, from the worker process that ran it.
+kind (memory_app.jobs.kinds) names its task here by dotted path, which is also the task's registered name.
+`observed_job` records each run's duration and outcome (its status string) in the metrics, from the worker
+process that ran it, under its kind's metric label.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def _report(counts: Mapping[str, int]) -> str:
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
-@observed_job("compaction")
+@observed_job(compaction.JOB.metric_label)
 def compact_session(run_id: str) -> str:
     return compaction.compaction_execute(run_id=run_id)
 
@@ -39,7 +40,7 @@ def sweep_compactions() -> str:
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
-@observed_job("fact_extraction")
+@observed_job(fact_extraction.JOB.metric_label)
 def extract_facts(run_id: str) -> str:
     return fact_extraction.fact_extraction_execute(run_id=run_id)
 
@@ -57,7 +58,7 @@ def archive_agent_memories() -> str:
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
-@observed_job("search_index")
+@observed_job(search_index.JOB.metric_label)
 def index_search(run_id: str) -> str:
     return search_index.search_index_execute(run_id=run_id)
 
@@ -69,7 +70,7 @@ def sweep_search_index() -> str:
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
-@observed_job("webhook_delivery")
+@observed_job(webhooks.JOB.metric_label)
 def deliver_webhook(delivery_id: str) -> str:
     return webhooks.webhook_deliver(delivery_id=delivery_id)
 

@@ -98,9 +98,12 @@ def config_digest(memory_config_json: Any) -> str:
 
 
 JOB = jobs.JobKind(
+    kind="compaction",
+    label="Context compaction",
     model=CompactionRun,
     task="memory_app.tasks.compact_session",
     queue_setting="COMPACTION_QUEUE",
+    metric_label="compaction",
     pending=Status.PENDING,
     active=Status.RUNNING,
     done=Status.DONE,
@@ -113,6 +116,8 @@ JOB = jobs.JobKind(
     claimed_field="started_at",
     finished_field="finished_at",
     duration_field="duration_ms",
+    retry_service="memory_app.compaction.services.compaction_job_retry",
+    argument_fields=("session", "trigger", "covered_from_seq", "covered_to_seq", "config_digest"),
 )
 
 # Runs that ended without a summary: the same session and settings would end the same way.
@@ -708,3 +713,9 @@ def compaction_retry(*, run: CompactionRun) -> tuple[CompactionRun, bool]:
     if current.status not in (Status.FAILED, Status.SKIPPED):
         raise Conflict(f"Only a failed or skipped compaction can be retried (this one is {current.status}).")
     return compaction_request(session=current.session, trigger=current.trigger)
+
+
+def compaction_job_retry(*, job: CompactionRun) -> jobs.Retried:
+    """The job registry's retry of a run (the ops page's button): `compaction_retry`."""
+    run, created = compaction_retry(run=job)
+    return jobs.Retried(job=run, created=created)

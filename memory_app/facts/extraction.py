@@ -49,9 +49,12 @@ CURABLE = (Status.QUARANTINED, Status.FAILED)  # what staff may retry, accept or
 # Quarantined and discarded are this kind's own ends: reached through jobs.fail(status=...)
 # and staff curation, never touched by the sweeper.
 JOB = jobs.JobKind(
+    kind="facts",
+    label="Fact extraction",
     model=FactExtractionRun,
     task="memory_app.tasks.extract_facts",
     queue_setting="FACTS_QUEUE",
+    metric_label="fact_extraction",
     pending=Status.PENDING,
     active=Status.RUNNING,
     done=Status.DONE,
@@ -64,6 +67,10 @@ JOB = jobs.JobKind(
     claimed_field="started_at",
     finished_field="finished_at",
     duration_field="duration_ms",
+    retry_service="memory_app.facts.extraction.fact_extraction_job_retry",
+    retries_in_place=True,
+    argument_fields=("session", "trigger", "from_seq", "to_seq", "input_role", "input_text"),
+    quarantines=True,
 )
 
 
@@ -423,6 +430,12 @@ def fact_extraction_retry(*, run: FactExtractionRun) -> FactExtractionRun:
     ):
         raise _refuse(Run.objects.get(pk=run.pk), "retried")
     return _queue(Run.objects.get(pk=run.pk))
+
+
+def fact_extraction_job_retry(*, job: FactExtractionRun) -> jobs.Retried:
+    """The job registry's retry (the ops page's button): the run itself is queued again, over the
+    same input, by `fact_extraction_retry`."""
+    return jobs.Retried(job=fact_extraction_retry(run=job), created=True)
 
 
 def fact_extraction_accept(*, run: FactExtractionRun, output: str) -> FactExtractionRun:

@@ -1,10 +1,10 @@
 """Durable jobs (compaction runs, fact extractions, search index runs, webhook deliveries): one
-lifecycle, in `lifecycle`."""
+registry of their kinds, in `kinds`, and one lifecycle, in `lifecycle`."""
 
+from memory_app.jobs.kinds import JobKind, Retried, job_kind_get, job_kinds, job_retry, register, unregister
 from memory_app.jobs.lifecycle import (
     ALREADY_CLAIMED,
     Dispatcher,
-    JobKind,
     OnFailed,
     claim,
     complete,
@@ -27,18 +27,24 @@ __all__ = [
     "Dispatcher",
     "JobKind",
     "OnFailed",
+    "Retried",
     "claim",
     "complete",
     "dispatch",
     "fail",
     "forget_claim",
+    "job_kind_get",
+    "job_kinds",
+    "job_retry",
     "may_queue_after",
     "owned",
     "record_crash",
+    "register",
     "retry_delay",
     "retry_or_fail",
     "schedule_retry",
     "send",
     "sweep",
+    "unregister",
     "worker_name",
 ]

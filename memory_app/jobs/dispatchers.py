@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from django.utils.module_loading import import_string
 
-from memory_app.jobs.lifecycle import JobKind
+from memory_app.jobs.kinds import JobKind
 
 
 class CeleryDispatcher:
@@ -20,7 +20,7 @@ class CeleryDispatcher:
 
     def send(self, kind: JobKind, job_id: Any, countdown: float) -> None:
         task = import_string(kind.task)  # imported here: tasks import the services that import the lifecycle
-        task.apply_async(args=(str(job_id),), countdown=countdown, queue=kind.setting(kind.queue_setting))
+        task.apply_async(args=(str(job_id),), countdown=countdown, queue=kind.queue)
 
 
 class Sent(NamedTuple):

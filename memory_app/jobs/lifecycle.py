@@ -7,11 +7,11 @@ the row with a conditional UPDATE (pending -> active, one more attempt), does th
 conditional on the row still being active with the attempt count it claimed, so an execution
 the sweeper gave up on cannot overwrite the one that replaced it.
 
-What differs between kinds is data in their `JobKind`: statuses, settings, timestamp fields,
-how a Retry-After combines with the backoff. What a job does and the events it records stay
-in its own module, handed in here as callbacks where they must share a transaction. A task
-leaves the process through the dispatcher `settings.JOB_DISPATCHER` names (`dispatchers`):
-Celery in production, a recording one in tests.
+What differs between kinds is data in their `JobKind` (declared in `kinds`, the registry of job
+kinds): statuses, settings, timestamp fields, how a Retry-After combines with the backoff. What a
+job does and the events it records stay in its own module, handed in here as callbacks where they
+must share a transaction. A task leaves the process through the dispatcher `settings.JOB_DISPATCHER`
+names (`dispatchers`): Celery in production, a recording one in tests.
 
 Every job model also has the columns of `memory_app.jobs.models.JobRecord`, written here: the worker
 that claimed it, when it last became pending, and the traceback of an attempt that raised. Every
@@ -29,9 +29,8 @@ import time
 import traceback
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import models, transaction
@@ -39,6 +38,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from memory_app.jobs.kinds import JobKind
 from memsite.masking import mask_secrets
 
 log = logging.getLogger(__name__)
@@ -48,50 +48,6 @@ SWEEP_BATCH = 500  # rows one sweep handles per step; the next sweep takes the r
 TRACEBACK_LIMIT = 20_000  # characters of a traceback kept (its end: the frame that raised)
 
 OnFailed = Callable[[Any, str, str], None]  # (job, status, reason): its event, written with the failure
-
-
-@dataclass(frozen=True)
-class JobKind:
-    """Everything the lifecycle needs to know about one kind of job."""
-
-    model: type[models.Model]
-    task: str  # the Celery task's dotted path, which is also its registered name
-    queue_setting: str  # the setting naming the queue the task is sent to
-    pending: str
-    active: str  # claimed by a worker ("running", "sending")
-    done: str
-    failed: str
-    max_attempts_setting: str
-    backoff_setting: str  # the first retry delay in seconds; it doubles with each attempt
-    resend_after_setting: str  # seconds a pending job may wait before its message is taken as lost
-    deadline_setting: str  # seconds an active job may run before its worker is taken as dead
-    queued_field: str  # when the job last became runnable: the sweeper's clock for pending jobs
-    claimed_field: str  # when it was last claimed: the deadline runs from here
-    finished_field: str | None = None  # stamped when it ends, if the model keeps that
-    duration_field: str | None = None  # milliseconds of the attempt that ended it, if kept
-    touched_field: str | None = None  # stamped on every write (an `auto_now` that .update() skips)
-    created_field: str = "created_at"  # the sweeper's clock while `queued_field` is still empty
-    # Claim only once `queued_field` has passed, so an early duplicate message cannot jump a backoff.
-    claim_when_due: bool = False
-    # "replaces": the server's Retry-After is the delay; "at_least": it is a floor under the backoff.
-    retry_after: Literal["replaces", "at_least"] = "replaces"
-    retry_label: str = "retry-in-{delay:g}s"  # the status string of a scheduled retry
-    error_limit: int | None = None  # characters of an error kept, if the kind bounds them
-    lost_reason: str = "worker lost (no result before the deadline) on the last attempt"
-    requeue_reason: str | None = None  # the error a re-queued job shows, or None to keep the last one
-    cooldown_setting: str | None = None  # seconds after a failure before another job may be queued
-
-    def setting(self, name: str) -> Any:
-        """Read at each use, so a changed setting (or a test's override) applies at once."""
-        return getattr(settings, name)
-
-    @property
-    def max_attempts(self) -> int:
-        return int(self.setting(self.max_attempts_setting))
-
-    @property
-    def unfinished(self) -> tuple[str, str]:
-        return (self.pending, self.active)
 
 
 # --- sending ------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, ParamSpec
+from typing import ParamSpec
 
 from django.conf import settings
 from django.db.models import Count, Min
@@ -35,6 +35,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from memory_app.jobs import job_kinds
 from memory_app.llm.base import LLMPayloadTooLarge, LLMPermanentError, LLMResult, LLMTransientError
 
 log = logging.getLogger(__name__)
@@ -185,12 +186,10 @@ def observe_llm_call(
 class QueueCollector(Collector):
     """Pending/running jobs and the age of the oldest pending one per queue, from the
     database (the job rows are the truth; a broker's own queue length misses lost messages
-    and counts duplicates)."""
+    and counts duplicates): one query per registered job kind counted in the queue gauges."""
 
     def collect(self) -> Iterator[Metric]:
-        from memory_app.compaction.models import CompactionRun
-        from memory_app.facts.models import FactExtractionRun
-        from memory_app.search.models import IndexRun, SearchItem
+        from memory_app.search.models import SearchItem
 
         jobs = GaugeMetricFamily("memsite_queue_jobs", "Jobs waiting or running, per queue.", labels=["queue", "state"])
         oldest = GaugeMetricFamily(
@@ -199,29 +198,27 @@ class QueueCollector(Collector):
             labels=["queue"],
         )
         now = timezone.now()
-        sources: tuple[tuple[str, Any], ...] = (
-            (settings.COMPACTION_QUEUE, CompactionRun),
-            (settings.FACTS_QUEUE, FactExtractionRun),
-            (settings.SEARCH_QUEUE, IndexRun),
-        )
-        for queue, model in sources:
+        for kind in job_kinds():
+            if not kind.in_queue_gauges:
+                continue
             counts = {"pending": 0, "running": 0}
             first_pending = None
             rows = (
-                model.objects.filter(status__in=("pending", "running"))
+                kind.model._default_manager.filter(status__in=kind.unfinished)
                 .order_by()
                 .values("status")
-                .annotate(n=Count("pk"), first=Min("queued_at"))
+                .annotate(n=Count("pk"), first=Min(kind.queued_field))
             )
             for row in rows:
-                counts[row["status"]] = row["n"]
-                if row["status"] == "pending":
+                state = "running" if row["status"] == kind.active else "pending"
+                counts[state] = row["n"]
+                if state == "pending":
                     first_pending = row["first"]
             for state, value in counts.items():
-                jobs.add_metric([queue, state], value)
-            # A run waiting out a retry backoff has queued_at in the future: not yet overdue.
+                jobs.add_metric([kind.queue, state], value)
+            # A job waiting out a retry backoff has its queue clock in the future: not yet overdue.
             age = max(0.0, (now - first_pending).total_seconds()) if first_pending else 0.0
-            oldest.add_metric([queue], age)
+            oldest.add_metric([kind.queue], age)
         yield jobs
         yield oldest
         backlog = GaugeMetricFamily(

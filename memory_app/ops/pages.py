@@ -22,15 +22,12 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from memory_app import jobs
-from memory_app.compaction import services as compaction
 from memory_app.dashboard.decorators import get_or_404, non_negative_int, redirect_back
-from memory_app.facts import extraction as fact_extraction
 from memory_app.ops import selectors as ops_selectors
 from memory_app.ops.charts import WINDOWS, Chart, Window, throughput_chart
 from memory_app.search import services as search
 from memory_app.tenancy import selectors as tenancy_selectors
 from memory_app.tenancy.models import Team
-from memory_app.webhooks import services as webhooks
 from memsite.errors import Conflict
 from memsite.masking import mask_secrets
 
@@ -56,26 +53,6 @@ OPS_PING_DEADLINE = 2.0
 
 # A worker that answered within this many seconds still counts as seen alive.
 OPS_WORKER_MEMORY = 30.0
-
-
-# Each job kind's retry service, by JobSource.kind: (job) -> (new or active job, created).
-RETRY_SERVICES: dict[str, Callable[[Any], tuple[Any, bool]]] = {
-    "compaction": lambda job: compaction.compaction_retry(run=job),
-    # Re-queues the quarantined or failed run itself, over the same input.
-    "facts": lambda job: (fact_extraction.fact_extraction_retry(run=job), True),
-    "search": lambda job: search.index_retry(run=job),
-    # A new delivery of the same payload, pointing back at the failed one.
-    "webhooks": lambda job: (webhooks.webhook_redeliver(delivery=job), True),
-}
-
-
-# The lifecycle's description of each kind (its attempts limit), by JobSource.kind.
-JOB_KINDS: dict[str, jobs.JobKind] = {
-    "compaction": compaction.JOB,
-    "facts": fact_extraction.JOB,
-    "search": search.JOB,
-    "webhooks": webhooks.JOB,
-}
 
 
 OPS_JOBS_PER_PAGE = 25
@@ -127,11 +104,11 @@ def milliseconds(ms: int | None) -> str:
 
 @dataclass(frozen=True)
 class QueueView:
-    source: ops_selectors.JobSource
+    source: jobs.JobKind
     stats: ops_selectors.QueueStats
     failures: list[Any]
     oldest_pending_age: timedelta | None
-    retryable: bool  # a retry service exists for this kind
+    retryable: bool  # the kind has a retry service
     consumers: list[str]  # workers that said they consume its queue
     throughput: ops_selectors.Throughput
     chart: Chart
@@ -164,7 +141,7 @@ def _ops_status(team_ids: list[int] | None, window: Window) -> dict[str, Any]:
         timeout=OPS_PING_TIMEOUT, deadline=OPS_PING_DEADLINE, remember=OPS_WORKER_MEMORY
     )
     queues = []
-    for source in ops_selectors.job_sources():
+    for source in jobs.job_kinds():
         stats = ops_selectors.job_queue_stats(source=source, since=now - OPS_RECENT_WINDOW, team_ids=team_ids)
         throughput = ops_selectors.job_throughput(
             source=source, team_ids=team_ids, now=now, bucket=window.bucket, buckets=window.buckets
@@ -177,7 +154,7 @@ def _ops_status(team_ids: list[int] | None, window: Window) -> dict[str, Any]:
                 oldest_pending_age=max(now - stats.oldest_pending_at, timedelta(0))
                 if stats.oldest_pending_at
                 else None,
-                retryable=source.kind in RETRY_SERVICES,
+                retryable=source.retry_service is not None,
                 consumers=workers.consumers_of(source.queue),
                 throughput=throughput,
                 chart=throughput_chart(throughput, window),
@@ -231,8 +208,7 @@ def _history_row(row: dict[str, Any], kinds: dict[str, str]) -> dict[str, Any]:
 @ops_page
 def ops_jobs(request: HttpRequest, *, team_ids: list[int] | None) -> HttpResponse:
     """Every job of every kind, from the database: filtered by kind and state, sorted, paginated."""
-    sources = ops_selectors.job_sources()
-    kinds = {source.kind: source.label for source in sources}
+    kinds = {source.kind: source.label for source in jobs.job_kinds()}
     kind = request.GET.get("kind", "")
     kind = kind if kind in kinds else ""
     state = request.GET.get("state", "")
@@ -269,24 +245,23 @@ def _argument(job: Any, name: str) -> tuple[str, Any, bool]:
 def ops_job(request: HttpRequest, kind: str, job_id: uuid.UUID, *, team_ids: list[int] | None) -> HttpResponse:
     """One job: what it was asked to do, its attempts and timings, its error and traceback, the
     worker that ran its latest attempt, and a retry button where its kind has one."""
-    source = get_or_404(ops_selectors.job_source_get, kind=kind)
+    source = get_or_404(jobs.job_kind_get, kind=kind)
     job = get_or_404(ops_selectors.job_get, source=source, job_id=job_id, team_ids=team_ids)
-    started = getattr(job, source.started_field)
+    started = getattr(job, source.claimed_field)
     duration = getattr(job, source.duration_field) if source.duration_field else None
     if duration is None and started and job.ended:
         duration = max(int((job.ended - started).total_seconds() * 1000), 0)
-    kind_spec = JOB_KINDS.get(source.kind)
     context = {
         "source": source,
         "job": job,
         "task_call": f'{source.task}("{job.pk}")',
         "arguments": [_argument(job, name) for name in source.argument_fields],
-        "max_attempts": kind_spec.max_attempts if kind_spec else None,
+        "max_attempts": source.max_attempts,
         "started": started,
         "waited": short_duration(started - job.pending_since) if started and started >= job.pending_since else "",
         "duration_label": milliseconds(duration),
         "state": "running" if job.status == source.active else ("done" if job.status == source.done else job.status),
-        "retryable": source.kind in RETRY_SERVICES and job.status in ("failed", "quarantined"),
+        "retryable": source.retry_service is not None and job.status in ("failed", "quarantined"),
         "all_teams": team_ids is None,
     }
     return render(request, "memory_app/ops/job.html", context)
@@ -295,13 +270,10 @@ def ops_job(request: HttpRequest, kind: str, job_id: uuid.UUID, *, team_ids: lis
 @ops_page
 @require_POST
 def ops_job_retry(request: HttpRequest, kind: str, job_id: uuid.UUID, *, team_ids: list[int] | None) -> HttpResponse:
-    source = get_or_404(ops_selectors.job_source_get, kind=kind)
+    source = get_or_404(jobs.job_kind_get, kind=kind)
     job = get_or_404(ops_selectors.job_get, source=source, job_id=job_id, team_ids=team_ids)
-    retry = RETRY_SERVICES.get(source.kind)
-    if retry is None:
-        raise Http404("This kind of job cannot be retried.")
     try:
-        new_job, created = retry(job)
+        new_job, created = get_or_404(jobs.job_retry, kind=source, job=job)
     except Conflict as exc:
         flash.error(request, exc.detail)
     else:

@@ -1,5 +1,8 @@
 """What the ops pages read: the durable job queues per kind and team, each job's history, detail
-and throughput, and the workers that answer a broadcast (with the queues each consumes)."""
+and throughput, and the workers that answer a broadcast (with the queues each consumes).
+
+The kinds come from the registry (memory_app.jobs.kinds); `source` is the kind whose rows a
+selector reads."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import (
     BooleanField,
     Case,
@@ -31,133 +34,40 @@ from django.db.models import (
 )
 from django.db.models.functions import Substr
 
-from memory_app.compaction.models import CompactionRun
-from memory_app.facts.models import FactExtractionRun
-from memory_app.search.models import IndexRun, SearchItem
+from memory_app.jobs import JobKind, job_kind_get, job_kinds
+from memory_app.search.models import SearchItem
 from memory_app.tenancy.models import Team
-from memory_app.webhooks.models import WebhookDelivery
 from memsite.errors import NotFound
 from memsite.masking import mask_secrets
 
-JobModel = type[CompactionRun] | type[FactExtractionRun] | type[IndexRun] | type[WebhookDelivery]
+
+def _finished(source: JobKind) -> Any:
+    """When a job ended, as an expression (NULL while it has not)."""
+    if source.finished_field:
+        return F(source.finished_field)
+    done_at, failed_at = source.done_at_field, source.touched_field
+    if done_at is None or failed_at is None:  # a kind that records neither: its jobs never show as ended
+        return Value(None, output_field=DateTimeField())
+    return Case(
+        When(status=source.done, then=F(done_at)),
+        When(status=source.failed, then=F(failed_at)),
+        default=None,
+        output_field=DateTimeField(),
+    )
 
 
-@dataclass(frozen=True)
-class JobSource:
-    """A kind of durable background job the ops pages watch.
-
-    Its model has a team, `status`, `error`, `attempts`, `created_at` and the lifecycle's columns
-    (memory_app.jobs.models.JobRecord: `worker`, `pending_since`, `traceback`). What differs is
-    named here: the statuses of a claimed and of a finished job, and the fields holding when an
-    attempt started, when the job ended and how long its last attempt took.
-    """
-
-    kind: str  # url-safe key
-    label: str
-    queue: str  # the Celery queue its tasks are sent to
-    model: JobModel
-    task: str  # the Celery task, which takes the job's id as its one argument
-    active: str = "running"  # the status of a claimed job
-    done: str = "done"
-    started_field: str = "started_at"
-    finished_field: str | None = "finished_at"
-    # Without a finished field: the fields stamped when it was delivered, and on its last write.
-    done_at_field: str = ""
-    failed_at_field: str = ""
-    duration_field: str | None = "duration_ms"
-    # What the job was asked to do, shown on its detail page (besides its id).
-    argument_fields: tuple[str, ...] = ()
-    subject_field: str = "trigger"  # what started it, a short word for lists
-    # Jobs whose output was unusable and wait for staff (fact extraction's "quarantined").
-    quarantines: bool = False
-    # Its retry service re-queues the failed job itself rather than queueing a new one,
-    # so a failed job is never "retried" while it is still listed as failed.
-    retries_in_place: bool = False
-    # A job of a whole team (the search index's) has no session: a later job of the team retried it.
-    per_session: bool = True
-    # A retry is a new row pointing back at the failed one (`redelivery_of`).
-    redelivered: bool = False
-
-    def finished(self) -> Any:
-        """When a job ended, as an expression (NULL while it has not)."""
-        if self.finished_field:
-            return F(self.finished_field)
-        return Case(
-            When(status=self.done, then=F(self.done_at_field)),
-            When(status="failed", then=F(self.failed_at_field)),
-            default=None,
-            output_field=DateTimeField(),
-        )
-
-    def state(self) -> Any:
-        """The status in the words every kind shares (running, done), other statuses as they are."""
-        return Case(
-            When(status=self.active, then=Value("running")),
-            When(status=self.done, then=Value("done")),
-            default=F("status"),
-            output_field=CharField(),
-        )
-
-    def status_for(self, state: str) -> str:
-        return {"running": self.active, "done": self.done}.get(state, state)
+def _state(source: JobKind) -> Any:
+    """The status in the words every kind shares (running, done), other statuses as they are."""
+    return Case(
+        When(status=source.active, then=Value("running")),
+        When(status=source.done, then=Value("done")),
+        default=F("status"),
+        output_field=CharField(),
+    )
 
 
-def job_sources() -> list[JobSource]:
-    """Every job kind, in the order the ops pages show them. A new kind adds one entry."""
-    return [
-        JobSource(
-            kind="compaction",
-            label="Context compaction",
-            queue=settings.COMPACTION_QUEUE,
-            model=CompactionRun,
-            task="memory_app.tasks.compact_session",
-            argument_fields=("session", "trigger", "covered_from_seq", "covered_to_seq", "config_digest"),
-        ),
-        JobSource(
-            kind="facts",
-            label="Fact extraction",
-            queue=settings.FACTS_QUEUE,
-            model=FactExtractionRun,
-            task="memory_app.tasks.extract_facts",
-            argument_fields=("session", "trigger", "from_seq", "to_seq", "input_role", "input_text"),
-            quarantines=True,
-            retries_in_place=True,
-        ),
-        JobSource(
-            kind="search",
-            label="Search indexing",
-            queue=settings.SEARCH_QUEUE,
-            model=IndexRun,
-            task="memory_app.tasks.index_search",
-            argument_fields=("trigger", "embedding_model"),
-            per_session=False,
-        ),
-        JobSource(
-            kind="webhooks",
-            label="Webhook deliveries",
-            queue=settings.CELERY_TASK_DEFAULT_QUEUE,
-            model=WebhookDelivery,
-            task="memory_app.tasks.deliver_webhook",
-            active="sending",
-            done="delivered",
-            started_field="claimed_at",
-            finished_field=None,
-            done_at_field="delivered_at",
-            failed_at_field="updated_at",
-            duration_field=None,
-            argument_fields=("webhook", "kind", "redelivery_of", "payload"),
-            subject_field="kind",
-            per_session=False,
-            redelivered=True,
-        ),
-    ]
-
-
-def job_source_get(*, kind: str) -> JobSource:
-    for source in job_sources():
-        if source.kind == kind:
-            return source
-    raise NotFound("No such job kind.")
+def _status_for(source: JobKind, state: str) -> str:
+    return {"running": source.active, "done": source.done}.get(state, state)
 
 
 @dataclass(frozen=True)
@@ -181,12 +91,12 @@ class QueueStats:
     quarantined: int = 0
 
 
-def _jobs_of(source: JobSource, team_ids: list[int] | None) -> QuerySet[Any]:
-    jobs = source.model.objects.all()
+def _jobs_of(source: JobKind, team_ids: list[int] | None) -> QuerySet[Any]:
+    jobs = source.model._default_manager.all()
     return jobs if team_ids is None else jobs.filter(team_id__in=team_ids)
 
 
-def job_queue_stats(*, source: JobSource, since: datetime, team_ids: list[int] | None) -> QueueStats:
+def job_queue_stats(*, source: JobKind, since: datetime, team_ids: list[int] | None) -> QueueStats:
     """Counts per status (and per team) in one grouped query on the status index.
 
     A pending job's wait runs from `pending_since`, when it last became pending (queued, or put
@@ -197,7 +107,7 @@ def job_queue_stats(*, source: JobSource, since: datetime, team_ids: list[int] |
     rows = (
         _jobs_of(source, team_ids)
         .filter(status__in=watched)
-        .alias(ended=source.finished())
+        .alias(ended=_finished(source))
         .order_by()
         .values("team_id", "team__name", "status")
         .annotate(n=Count("pk"), oldest=Min("pending_since"), recent=Count("pk", filter=Q(ended__gte=since)))
@@ -230,11 +140,11 @@ def job_queue_stats(*, source: JobSource, since: datetime, team_ids: list[int] |
     )
 
 
-def _related(source: JobSource) -> tuple[str, ...]:
+def _related(source: JobKind) -> tuple[str, ...]:
     return ("team", *(("session",) if source.per_session else ()), *(("webhook",) if source.redelivered else ()))
 
 
-def job_failures(*, source: JobSource, limit: int, team_ids: list[int] | None) -> list[Any]:
+def job_failures(*, source: JobKind, limit: int, team_ids: list[int] | None) -> list[Any]:
     """The latest failed jobs with their team and session; `retried` marks those whose
     session (or team, for a job of a whole team) has had a job queued since (a retry, or a
     later automatic run), or that were delivered again. A job retried in place is pending
@@ -252,21 +162,21 @@ def job_failures(*, source: JobSource, limit: int, team_ids: list[int] | None) -
         _jobs_of(source, team_ids)
         .filter(status="failed")
         .select_related(*_related(source))
-        .annotate(retried=retried, ended=source.finished())
+        .annotate(retried=retried, ended=_finished(source))
         .order_by(F("ended").desc(nulls_last=True), "-created_at")[:limit]
     )
 
 
-def job_get(*, source: JobSource, job_id: uuid.UUID | str, team_ids: list[int] | None) -> Any:
+def job_get(*, source: JobKind, job_id: uuid.UUID | str, team_ids: list[int] | None) -> Any:
     """A job of one of `team_ids` (None: any team); another team's job is not found."""
     try:
         return (
             _jobs_of(source, team_ids)
             .select_related(*_related(source))
-            .annotate(ended=source.finished())
+            .annotate(ended=_finished(source))
             .get(pk=job_id)
         )
-    except (source.model.DoesNotExist, ValueError, TypeError) as exc:
+    except (ObjectDoesNotExist, ValueError, TypeError) as exc:
         raise NotFound("Job not found.") from exc
 
 
@@ -287,10 +197,10 @@ ERROR_PREVIEW = 300  # characters of an error a history row shows
 ERROR_PREVIEW_READ = ERROR_PREVIEW * 2
 
 
-def _history_rows(source: JobSource, team_ids: list[int] | None, state: str | None) -> QuerySet[Any]:
+def _history_rows(source: JobKind, team_ids: list[int] | None, state: str | None) -> QuerySet[Any]:
     jobs = _jobs_of(source, team_ids)
     if state:
-        jobs = jobs.filter(status=source.status_for(state))
+        jobs = jobs.filter(status=_status_for(source, state))
     none_text = Value(None, output_field=CharField())
     session = (
         {"session_ref": F("session_id"), "session_name": F("session__external_id")}
@@ -302,11 +212,11 @@ def _history_rows(source: JobSource, team_ids: list[int] | None, state: str | No
         jobs.order_by()
         .annotate(
             job_kind=Value(source.kind, output_field=CharField()),
-            state=source.state(),
+            state=_state(source),
             team_name=F("team__name"),
             subject=F(source.subject_field),
-            started=F(source.started_field),
-            finished=source.finished(),
+            started=F(source.claimed_field),
+            finished=_finished(source),
             took_ms=duration,
             error_preview=Substr("error", 1, ERROR_PREVIEW_READ),
             **session,
@@ -335,7 +245,7 @@ def _history_rows(source: JobSource, team_ids: list[int] | None, state: str | No
 def job_history(*, team_ids: list[int] | None, kind: str | None, state: str | None, sort: str) -> QuerySet[Any]:
     """Jobs of every kind (or of `kind`), in `state` (or any), in the order `sort` names
     (HISTORY_SORTS): one UNION query the database sorts and a Paginator slices. Rows are dicts."""
-    sources = [job_source_get(kind=kind)] if kind else job_sources()
+    sources = [job_kind_get(kind=kind)] if kind else job_kinds()
     parts = [_history_rows(source, team_ids, state) for source in sources]
     rows = parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
     _, order = HISTORY_SORTS.get(sort, HISTORY_SORTS["-queued"])
@@ -358,7 +268,7 @@ class Bucket:
 
 @dataclass(frozen=True)
 class Throughput:
-    source: JobSource
+    source: JobKind
     buckets: list[Bucket]
     finished: int  # jobs that ended in the window, in any status
     p50_ms: int | None  # of the last attempt's duration of those jobs
@@ -374,7 +284,7 @@ def percentile(sorted_values: list[int], fraction: float) -> int | None:
 
 
 def job_throughput(
-    *, source: JobSource, team_ids: list[int] | None, now: datetime, bucket: timedelta, buckets: int
+    *, source: JobKind, team_ids: list[int] | None, now: datetime, bucket: timedelta, buckets: int
 ) -> Throughput:
     """Jobs of `source` that ended in the last `buckets` x `bucket`, counted per bucket (done or
     not), with the p50 and p95 of their durations: one query over the ended ones' timestamps."""
@@ -382,9 +292,9 @@ def job_throughput(
     duration = F(source.duration_field) if source.duration_field else Value(None, output_field=IntegerField())
     rows = (
         _jobs_of(source, team_ids)
-        .alias(ended=source.finished())
+        .alias(ended=_finished(source))
         .filter(ended__gt=since, ended__lte=now)
-        .annotate(ended_at=F("ended"), took=duration, began=F(source.started_field))
+        .annotate(ended_at=F("ended"), took=duration, began=F(source.claimed_field))
         .values_list("ended_at", "status", "took", "began")
     )
     counts = [[0, 0] for _ in range(buckets)]

@@ -42,9 +42,12 @@ Status = IndexRun.Status
 State = SearchItem.State
 
 JOB = jobs.JobKind(
+    kind="search",
+    label="Search indexing",
     model=IndexRun,
     task="memory_app.tasks.index_search",
     queue_setting="SEARCH_QUEUE",
+    metric_label="search_index",
     pending=Status.PENDING,
     active=Status.RUNNING,
     done=Status.DONE,
@@ -58,6 +61,9 @@ JOB = jobs.JobKind(
     finished_field="finished_at",
     duration_field="duration_ms",
     claim_when_due=True,
+    retry_service="memory_app.search.services.index_job_retry",
+    argument_fields=("trigger", "embedding_model"),
+    per_session=False,
 )
 
 SESSIONS_PER_STEP = 20  # sessions whose new messages one step turns into items
@@ -405,6 +411,12 @@ def index_retry(*, run: IndexRun) -> tuple[IndexRun, bool]:
     index_request(team_id=run.team_id, trigger=IndexRun.Trigger.REINDEX)
     queued = IndexRun.objects.filter(team_id=run.team_id, status=Status.PENDING).first()
     return (queued, True) if queued is not None else (run, False)
+
+
+def index_job_retry(*, job: IndexRun) -> jobs.Retried:
+    """The job registry's retry of a run (the ops page's button): `index_retry`."""
+    run, created = index_retry(run=job)
+    return jobs.Retried(job=run, created=created)
 
 
 # --- sweeping and re-indexing ---------------------------------------------------------------------

@@ -166,9 +166,12 @@ def webhook_delete(*, webhook: Webhook) -> None:
 
 
 JOB = jobs.JobKind(
+    kind="webhooks",
+    label="Webhook deliveries",
     model=WebhookDelivery,
     task="memory_app.tasks.deliver_webhook",
     queue_setting="CELERY_TASK_DEFAULT_QUEUE",
+    metric_label="webhook_delivery",
     pending=Status.PENDING,
     active=Status.SENDING,
     done=Status.DELIVERED,
@@ -179,6 +182,7 @@ JOB = jobs.JobKind(
     deadline_setting="WEBHOOK_SENDING_DEADLINE",
     queued_field="next_retry_at",  # empty until the first retry: the sweeper falls back to created_at
     claimed_field="claimed_at",
+    done_at_field="delivered_at",  # a failure ends at its last write, `touched_field`
     touched_field="updated_at",
     # A duplicate task message must not jump the backoff the receiver asked for.
     claim_when_due=True,
@@ -188,6 +192,15 @@ JOB = jobs.JobKind(
     error_limit=ERROR_LIMIT,
     lost_reason="the worker sending it stopped; out of attempts",
     requeue_reason="the worker sending it stopped",
+    # A new delivery of the same payload, pointing back at the failed one.
+    retry_service="memory_app.webhooks.services.webhook_job_retry",
+    redelivered=True,
+    argument_fields=("webhook", "kind", "redelivery_of", "payload"),
+    subject_field="kind",
+    per_session=False,
+    # Not in /metrics' queue gauges: their oldest-pending age reads `queued_field`, which stays
+    # empty until a delivery's first retry, so it would not tell how long deliveries wait.
+    in_queue_gauges=False,
 )
 
 
@@ -341,6 +354,11 @@ def webhook_redeliver(*, delivery: WebhookDelivery) -> WebhookDelivery:
     )
     _send_on_commit([again.pk])
     return again
+
+
+def webhook_job_retry(*, job: WebhookDelivery) -> jobs.Retried:
+    """The job registry's retry of a delivery (the ops page's button): `webhook_redeliver`."""
+    return jobs.Retried(job=webhook_redeliver(delivery=job), created=True)
 
 
 @transaction.atomic

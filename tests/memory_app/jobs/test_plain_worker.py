@@ -22,6 +22,7 @@ from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import services
 from memory_app.facts import extraction as fact_extraction
 from memory_app.facts.models import FactExtractionRun
+from memory_app.jobs import job_kinds
 from memory_app.ops import selectors as ops_selectors
 from memory_app.search import services as search
 from memory_app.webhooks import services as webhooks
@@ -84,7 +85,7 @@ def test_every_job_kind_sends_to_a_queue_a_plain_worker_consumes() -> None:
     for kind in (compaction.JOB, fact_extraction.JOB, search.JOB, webhooks.JOB):
         assert kind.setting(kind.queue_setting) in consumed
     assert set(queues) == consumed and queues[0] == "celery"
-    assert {source.queue for source in ops_selectors.job_sources()} <= consumed
+    assert {source.queue for source in job_kinds()} <= consumed
 
 
 def test_a_worker_started_without_queues_runs_compaction_and_fact_extraction(start_plain_worker) -> None:

@@ -18,6 +18,7 @@ from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import services
 from memory_app.conversations.models import Session
 from memory_app.facts.models import FactExtractionRun
+from memory_app.jobs import job_kind_get
 from memory_app.models import Webhook, WebhookDelivery
 from memory_app.ops import charts
 from memory_app.ops import pages as ops_pages
@@ -276,7 +277,7 @@ def test_throughput_counts_jobs_ended_per_minute_with_p50_and_p95(tenant: Tenant
         compaction_run(team, session, "done", finished_at=now - timedelta(minutes=n % 3, seconds=1), duration_ms=ms)
     compaction_run(team, session, "failed", finished_at=now - timedelta(seconds=5), duration_ms=200)
     compaction_run(team, session, "done", finished_at=now - timedelta(hours=2), duration_ms=1)  # outside the hour
-    source = ops_selectors.job_source_get(kind="compaction")
+    source = job_kind_get(kind="compaction")
 
     hour = ops_selectors.job_throughput(
         source=source, team_ids=[team.pk], now=now, bucket=timedelta(minutes=1), buckets=60
@@ -300,7 +301,7 @@ def test_webhook_deliveries_are_timed_from_claim_to_delivery(tenant: Tenant) -> 
     delivery(tenant.team, claimed_at=now - timedelta(seconds=3), delivered_at=now - timedelta(seconds=1))
     delivery(tenant.team, "failed", claimed_at=now - timedelta(seconds=9), updated_at=now - timedelta(seconds=1))
     WebhookDelivery.objects.filter(status="failed").update(updated_at=now - timedelta(seconds=1))
-    source = ops_selectors.job_source_get(kind="webhooks")
+    source = job_kind_get(kind="webhooks")
 
     hour = ops_selectors.job_throughput(source=source, team_ids=None, now=now, bucket=timedelta(minutes=1), buckets=60)
 

@@ -3,6 +3,7 @@ queues they consume, failures and retry."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import uuid
@@ -15,6 +16,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from memory_app import jobs
 from memory_app.compaction import services as compaction
 from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import services
@@ -240,14 +242,22 @@ def test_ages_read_as_two_units_at_most(seconds: int, label: str) -> None:
 
 
 def test_a_second_job_kind_slots_in_as_another_source(
-    staff: Client, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
+    staff: Client, tenant: Tenant, settings, request: pytest.FixtureRequest
 ) -> None:
     job(managed(tenant, "s"), "pending")
-    extra = ops_selectors.JobSource(
-        kind="summaries", label="Summaries", queue="summaries", model=CompactionRun, task="memory_app.tasks.summaries"
+    settings.SUMMARIES_QUEUE = "summaries"
+    extra = dataclasses.replace(
+        compaction.JOB,
+        kind="summaries",
+        label="Summaries",
+        queue_setting="SUMMARIES_QUEUE",
+        task="memory_app.tasks.summaries",
+        metric_label="summaries",
+        retry_service=None,
+        argument_fields=(),
     )
-    original = ops_selectors.job_sources
-    monkeypatch.setattr(ops_selectors, "job_sources", lambda: [*original(), extra])
+    jobs.register(extra)
+    request.addfinalizer(lambda: jobs.unregister(extra))
 
     response = staff.get(OPS)
 
