@@ -1,8 +1,9 @@
-"""Print how many checks ran in each group of the hardening suite (issue 7), per CI leg.
+"""Print how many checks ran in each group of the suite per CI leg, and each leg's slowest tests.
 
 Reads the JUnit XML files `make test` wrote (PYTEST_ARGS=--junitxml=...). A group is a set of
 test modules; everything else counts as "other". Exits 1 if a group ran no check in any leg, so
-a suite that silently stopped being collected fails CI instead of printing zeros.
+a suite that silently stopped being collected fails CI instead of printing zeros. The slowest
+tests are timed as JUnit records them: set-up, call and teardown together.
 """
 
 from __future__ import annotations
@@ -34,6 +35,21 @@ def outcome_of(case: ET.Element) -> str:
     return "passed"
 
 
+SLOWEST = 40
+
+
+def print_slowest(path: str) -> None:
+    cases = ET.parse(path).getroot().iter("testcase")  # noqa: S314
+    timed = sorted(
+        ((float(case.get("time", 0)), f"{case.get('classname', '')}::{case.get('name', '')}") for case in cases),
+        reverse=True,
+    )
+    total = sum(seconds for seconds, _ in timed)
+    print(f"\nthe {SLOWEST} slowest tests in {Path(path).stem} ({len(timed)} tests, {total:.0f} s in all):")
+    for seconds, name in timed[:SLOWEST]:
+        print(f"  {seconds:8.2f} s  {name}")
+
+
 def main(paths: list[str]) -> int:
     ran: Counter[str] = Counter()
     for path in paths:
@@ -47,6 +63,8 @@ def main(paths: list[str]) -> int:
             ran[group] += total
             row = "".join(f"{counter[name]:>8}" for name in ("passed", "failed", "errors", "skipped"))
             print(f"  {group:<26}{row}{total:>8}")
+    for path in paths:
+        print_slowest(path)
     empty = [group for group in GROUPS if not ran[group]]
     if empty:
         print(f"no check ran in {', '.join(empty)}: its tests were not collected", file=sys.stderr)

@@ -84,8 +84,11 @@ class Channel(filesystem.Channel):
 
     # kombu's filesystem channel narrows the virtual channel's signatures; the stubs say so too.
     def _put(self, queue: str, payload: dict[str, Any], **kwargs: Any) -> None:  # type: ignore[override]
-        # The name kombu gives (its reader takes the oldest first), so both transports can share a folder.
-        name = f"{round(time.monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
+        # kombu's name (milliseconds of the monotonic clock first: readers take the oldest first), so
+        # both transports can share a folder, with the nanoseconds within that millisecond after it:
+        # kombu's uuid alone leaves messages sent in the same millisecond in random order.
+        now = time.monotonic_ns()
+        name = f"{now // 1_000_000}_{now % 1_000_000:06d}-{uuid.uuid4()}.{queue}.msg"
         path = Path(self.data_folder_out) / name
         try:
             write_message_file(path, dumps(payload).encode())

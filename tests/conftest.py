@@ -21,6 +21,39 @@ from tests import job_dispatch
 from tests.job_dispatch import InlineWorker, Sends
 from tests.worker_process import Worker, llm_env, process_env
 
+# Modules that use the database only to serve a client whose outcome is decided elsewhere: the
+# reference library's differential tests compare the client's answers with marsys's, and the wheel
+# test installs the client into a clean venv.
+DATABASE_INDEPENDENT_MODULES = (
+    "tests/memory_client/test_against_marsys.py",
+    "tests/memory_client/test_managed_context_against_marsys.py",
+    "tests/memory_client/test_message_formats_against_marsys.py",
+    "tests/memory_client/test_wheel.py",
+)
+DATABASE_FIXTURES = frozenset({"db", "transactional_db", "live_server", "django_db_serialized_rollback"})
+
+
+def _database_independent(item: pytest.Item) -> bool:
+    """Whether the test's outcome cannot change with the database it runs on.
+
+    True for a test that cannot reach the database at all (pytest-django refuses any query from a
+    test that neither carries `django_db` nor asks for a database fixture), for the browser tours
+    (the pages' queries run on both databases in the page tests without a browser), and for the
+    modules above. Chaos tests start their own PostgreSQL and `every_leg` tests check the leg itself.
+    """
+    if item.get_closest_marker("chaos") or item.get_closest_marker("every_leg"):
+        return False
+    if item.get_closest_marker("browser") or item.nodeid.startswith(DATABASE_INDEPENDENT_MODULES):
+        return True
+    uses_database = item.get_closest_marker("django_db") or DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+    return not uses_database
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _database_independent(item):
+            item.add_marker(pytest.mark.database_independent)
+
 
 @dataclass
 class Tenant:

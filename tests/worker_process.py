@@ -87,6 +87,12 @@ class Worker:
         for line in self.process.stdout:
             self.lines.append(line)
 
+    def tasks_finished(self, task: str) -> int:
+        """Runs of `task` (e.g. "extract_facts") this worker has ended, as its log says: succeeded,
+        failed or handed to a retry."""
+        ended = (" succeeded in ", " raised ", " retry: ")
+        return sum(f".{task}[" in line and any(word in line for word in ended) for line in self.lines)
+
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(timeout=10)

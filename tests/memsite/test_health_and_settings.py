@@ -43,6 +43,7 @@ def test_healthz_says_503_when_the_broker_is_unreachable(client, monkeypatch):
     assert response.json()["broker"]["ok"] is False
 
 
+@pytest.mark.every_leg
 def test_the_configured_database_and_broker_are_the_ones_in_use():
     """In CI's second run DATABASE_URL/REDIS_URL are set: fail (not skip) if they are not used."""
     if os.environ.get("DATABASE_URL"):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import pytest
 from django.conf import settings
@@ -81,9 +80,10 @@ def test_two_compactions_of_one_session_at_once_make_one_summary(start_worker, l
     assert created and not created_again and again.pk == run.pk
     llm_server.script(Reply(SUMMARY, delay=1.0))
     compact_session.apply_async(args=[str(run.pk)], queue=settings.COMPACTION_QUEUE)  # a duplicate delivery
-    start_worker(pool="threads")
+    worker = start_worker(pool="threads")
     wait_for(lambda: run_of(session).status == "done", timeout=60, what="compaction")
-    time.sleep(2)  # let the duplicate finish too
+    # Both deliveries end (the duplicate finds the run claimed) before anything is counted.
+    wait_for(lambda: worker.tasks_finished("compact_session") == 2, timeout=60, what="the duplicate delivery")
     assert CompactionRun.objects.filter(session=session, status="done").count() == 1
     assert len(llm_server.requests) == 1
 

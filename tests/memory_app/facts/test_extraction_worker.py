@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 import uuid
 
 import pytest
@@ -86,9 +85,10 @@ def test_a_run_delivered_twice_is_executed_once(start_worker, llm_server):
     )
     run = fact_extraction.fact_extraction_request(session=session)  # sent on commit (autocommit: now)
     extract_facts.apply_async(args=[str(run.pk)], queue=settings.FACTS_QUEUE)  # a duplicate delivery
-    start_worker(pool="threads")
+    worker = start_worker(pool="threads")
     wait_for(lambda: done_runs(session) == 1, timeout=60, what="the extraction")
-    time.sleep(2)  # let the duplicate finish too
+    # Both deliveries end (the duplicate finds the run claimed) before anything is counted.
+    wait_for(lambda: worker.tasks_finished("extract_facts") == 2, timeout=60, what="the duplicate delivery")
     assert len(llm_server.requests) == 1
     fact = Fact.objects.get(session=session)
     assert fact.times_seen == 1 and FactExtractionRun.objects.get(pk=run.pk).facts_added == 1
