@@ -25,19 +25,16 @@ from memory_app.tenancy.models import Team
 from memsite.errors import Conflict
 
 
+def _team_session(team: Team, session_id: uuid.UUID) -> Session:
+    return get_or_404(selectors.session_get, team=team, session_id=session_id)
+
+
 def _panel_context(session: Session) -> dict[str, object]:
     return {
         "session": session,
         "panel": compaction_panel(session),
         "is_managed": session.memory_type == MemoryType.MANAGED_CONVERSATION,
     }
-
-
-# --- the actions and the partial ------------------------------------------------------------
-
-
-def _team_session(team: Team, session_id: uuid.UUID) -> Session:
-    return get_or_404(selectors.session_get, team=team, session_id=session_id)
 
 
 @team_page
