@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from experiences_app import selectors
+from experiences_app.locks import experience_config_lock, experience_lock, team_experiences_lock
 from experiences_app.models import (
     Experience,
     ExperienceReview,
@@ -172,10 +173,6 @@ def experience_create(
     return experience
 
 
-def _locked(experience: Experience) -> Experience:
-    return Experience.objects.select_for_update().get(pk=experience.pk)
-
-
 def status_after_edit(current: str, *, requested: str | None) -> str:
     """The status of an experience after a change to its content: the `requested` one, else an
     approved experience goes back to draft (it needs a new review; only approved ones are
@@ -188,8 +185,9 @@ def status_after_edit(current: str, *, requested: str | None) -> str:
 @transaction.atomic
 def experience_update(*, experience: Experience, data: Mapping[str, Any], actor: str, note: str = "") -> Experience:
     """Change who/when/what and/or status; a content change to an approved experience returns it
-    to draft (it needs a new review) unless the same call sets the status. No change, no revision."""
-    experience = _locked(experience)
+    to draft (it needs a new review) unless the same call sets the status. No change, no revision.
+    Takes the experience's row lock (experiences_app.locks)."""
+    experience = experience_lock(experience_id=experience.pk)
     merged = {name: data.get(name, getattr(experience, name)) for name in CONTENT_FIELDS}
     clean = _validated(exp_id=experience.exp_id, **merged)
     content_changed = (clean.who, clean.when, clean.what) != (experience.who, experience.when, experience.what)
@@ -232,8 +230,8 @@ def experience_disable(*, experience: Experience, actor: str, note: str = "") ->
 def experience_reject(*, experience: Experience, actor: str, comment: str) -> ExperienceReview:
     """Refuse the draft's current revision with a comment for its author. Nothing else changes: the
     text stays for the author to revise (a new revision returns it to the review queue), and an
-    approved revision it would replace keeps serving."""
-    experience = _locked(experience)
+    approved revision it would replace keeps serving. Takes the experience's row lock."""
+    experience = experience_lock(experience_id=experience.pk)
     comment = comment.strip()
     if not comment:
         raise InvalidInput.for_field("comment", "Say what to change: the author reads this comment.")
@@ -296,7 +294,8 @@ def experiences_import(
     under rejected. `approve` approves what the import creates or changes (unchanged experiences
     keep their status); without it new experiences are drafts and changed approved ones are drafts
     awaiting review whose approved revision stays in selection until the change is approved: those
-    are listed again under awaiting_review. `dry_run` reports the same without writing.
+    are listed again under awaiting_review. `dry_run` reports the same without writing. Takes
+    the row locks of every experience of the team, in pk order (experiences_app.locks).
     """
     parsed, errors = parse_experience_files(files)
     report: dict[str, Any] = {
@@ -309,7 +308,7 @@ def experiences_import(
         "awaiting_review": [],
     }
     report["rejected"] = [{"file": e.name, "line": e.line, "error": e.message} for e in errors]
-    existing = {exp.exp_id: exp for exp in Experience.objects.select_for_update().filter(team=team)}
+    existing = {exp.exp_id: exp for exp in team_experiences_lock(team=team)}
     status = Status.APPROVED if approve else None
     for name, data in parsed:
         if data.exp_id.lower() in RESERVED_EXP_IDS:
@@ -370,8 +369,11 @@ def experiences_export(*, team: Team, status: str | None = None) -> list[tuple[s
 
 @transaction.atomic
 def experience_config_update(*, team: Team, data: Mapping[str, Any], actor: str) -> TeamExperienceConfig:
-    """Save the team's use_experience flags, selection template ("" = the default) and LLM alias."""
-    config, _ = TeamExperienceConfig.objects.select_for_update().get_or_create(team=team)
+    """Save the team's use_experience flags, selection template ("" = the default) and LLM alias.
+
+    Takes the row lock of the team's settings (experiences_app.locks).
+    """
+    config = experience_config_lock(team=team)
     if "use_experience" in data:
         flags = data["use_experience"]
         if not isinstance(flags, Mapping) or not all(

@@ -21,6 +21,7 @@ from django.db.models import Count, Max, Min, Sum
 from django.utils import timezone
 
 from memory_app.agent_records import selectors as agent_memory_selectors
+from memory_app.agent_records.locks import agent_memory_lock, agent_memory_lock_by_id
 from memory_app.agent_records.models import SCHEMA, SECTIONS, VERSION, AgentMemory, AgentMemoryEntry, format_timestamp
 from memory_app.conversations.models import Session
 from memory_app.search import services as search
@@ -345,8 +346,8 @@ def _fill_columns(row: AgentMemoryEntry, moment: datetime | None = None) -> None
 
 
 def _locked_memory(*, session: Session, agent: str, create: bool) -> AgentMemory:
-    """The agent's memory row, locked for this transaction (created if asked)."""
-    memory = AgentMemory.objects.select_for_update().filter(session=session, agent=agent).first()
+    """The agent's memory row, locked for this transaction (created if asked): agent_memory_lock."""
+    memory = agent_memory_lock(session_id=session.pk, agent=agent)
     if memory is not None:
         return memory
     if not create:
@@ -355,7 +356,10 @@ def _locked_memory(*, session: Session, agent: str, create: bool) -> AgentMemory
         with transaction.atomic():
             return AgentMemory.objects.create(team_id=session.team_id, session=session, agent=agent)
     except IntegrityError:  # created by a concurrent request between our read and insert
-        return AgentMemory.objects.select_for_update().get(session=session, agent=agent)
+        created = agent_memory_lock(session_id=session.pk, agent=agent)
+        if created is None:  # and deleted again since: the insert's error stands
+            raise
+        return created
 
 
 def _next_id(memory: AgentMemory, kind: str, taken: set[str]) -> str:
@@ -371,7 +375,10 @@ def _taken_ids(memory: AgentMemory) -> set[str]:
 
 @transaction.atomic
 def agent_memory_replace(*, session: Session, agent: str, document: Any) -> AgentMemory:
-    """PUT: the agent's memory becomes `document`. Archived entries are kept (their ids stay taken)."""
+    """PUT: the agent's memory becomes `document`. Archived entries are kept (their ids stay taken).
+
+    Takes the memory's row lock (agent_records.locks).
+    """
     validate_agent(agent)
     validate_document(document, agent=agent)
     memory = _locked_memory(session=session, agent=agent, create=True)
@@ -426,6 +433,7 @@ def agent_memory_entry_append(*, session: Session, agent: str, kind: str, entry:
     """POST one discovery/attempt/decision; the server assigns the next `<kind>-NNN` id.
 
     An attempt recorded at its start needs no result yet: it is `in_progress` until completed.
+    Takes the memory's row lock (agent_records.locks).
     """
     validate_agent(agent)
     if kind == Kind.ATTEMPT and isinstance(entry, dict) and "result" not in entry:
@@ -460,7 +468,8 @@ def agent_memory_attempt_update(*, session: Session, agent: str, attempt_id: str
     field but the outcomes. With `result` success/failure/partial the attempt concludes, outcomes
     included. A concluded attempt is what the prompts and the arbiter read as the record of what was
     tried ("Don't Repeat"), so it no longer changes: trying again is a new attempt. Sending the
-    concluding update again (a retry) changes nothing and is accepted.
+    concluding update again (a retry) changes nothing and is accepted. Takes the memory's row
+    lock (agent_records.locks).
     """
     memory = _locked_memory(session=session, agent=agent, create=False)
     row = agent_memory_selectors.agent_memory_attempt_get(memory=memory, attempt_id=attempt_id)
@@ -518,7 +527,10 @@ def _save_context(memory: AgentMemory, context: dict[str, Any] | None) -> None:
 
 @transaction.atomic
 def agent_memory_context_replace(*, session: Session, agent: str, context: Any) -> dict[str, Any]:
-    """PUT the context section alone; the entries stay as they are. Starts the memory if needed."""
+    """PUT the context section alone; the entries stay as they are. Starts the memory if needed.
+
+    Takes the memory's row lock (agent_records.locks).
+    """
     validate_agent(agent)
     _validate_context(context)
     memory = _locked_memory(session=session, agent=agent, create=True)
@@ -528,7 +540,10 @@ def agent_memory_context_replace(*, session: Session, agent: str, context: Any) 
 
 @transaction.atomic
 def agent_memory_context_update(*, session: Session, agent: str, changes: Any) -> dict[str, Any]:
-    """PATCH the context: each key sent replaces that key (lists and mappings whole), others stay."""
+    """PATCH the context: each key sent replaces that key (lists and mappings whole), others stay.
+
+    Takes the memory's row lock (agent_records.locks).
+    """
     validate_agent(agent)
     _validate_context(changes)
     memory = _locked_memory(session=session, agent=agent, create=True)
@@ -540,7 +555,10 @@ def agent_memory_context_update(*, session: Session, agent: str, changes: Any) -
 
 @transaction.atomic
 def agent_memory_context_clear(*, session: Session, agent: str) -> None:
-    """DELETE the context: the document's `context` is null again."""
+    """DELETE the context: the document's `context` is null again.
+
+    Takes the memory's row lock (agent_records.locks).
+    """
     memory = _locked_memory(session=session, agent=agent, create=False)
     _save_context(memory, None)
 
@@ -597,10 +615,11 @@ def agent_memory_archive(*, memory_id: int, policy: ArchivePolicy | None = None)
     """Move a due memory's old entries to its archive with a `history` summary; returns how many.
 
     Age is measured against the memory's newest entry, so a memory read back days later keeps
-    its last `retention` of work. Attempts still in progress stay whatever their age.
+    its last `retention` of work. Attempts still in progress stay whatever their age. Takes
+    the memory's row lock (agent_records.locks).
     """
     policy = policy or ArchivePolicy.from_settings()
-    memory = AgentMemory.objects.select_for_update().filter(pk=memory_id).first()
+    memory = agent_memory_lock_by_id(memory_id=memory_id)
     if memory is None:
         return 0
     live = list(AgentMemoryEntry.objects.filter(memory=memory, archived_at__isnull=True).order_by("kind", "position"))

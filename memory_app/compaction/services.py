@@ -26,10 +26,12 @@ from memory_app import jobs
 from memory_app.compaction import config as memory_config
 from memory_app.compaction import pipeline
 from memory_app.compaction import prompt as summary_prompt
+from memory_app.compaction.locks import compaction_run_lock
 from memory_app.compaction.models import CompactionRun
 from memory_app.compaction.selectors import covered_through, latest_done_run
 from memory_app.conversations import context as served_context
 from memory_app.conversations import counting
+from memory_app.conversations.locks import session_lock
 from memory_app.conversations.models import Message, Session
 from memory_app.conversations.selectors import CONTEXT_FIELDS
 from memory_app.events.models import MemoryEvent
@@ -540,6 +542,10 @@ def compaction_execute(*, run_id: str) -> str:
 def _write_summary(
     run: CompactionRun, session: Session, plan: Plan, summary: Summary, started: float, seen: dict[str, Any]
 ) -> str:
+    """Store the summary if it shrinks the context and nothing it covers changed meanwhile.
+
+    The final write takes the session's row lock, then the run's.
+    """
     result = summary.result
     stages = [
         pipeline.Stage(s.processor, s.ran, "the model answered in prose: kept as the summary", s.estimated_savings)
@@ -576,8 +582,8 @@ def _write_summary(
         reason = f"summary did not reduce tokens ({pre_tokens} -> {post_tokens})"
         return _finish_failed(run, session, reason, started, fields=fields)
     with transaction.atomic():
-        locked = Session.objects.select_for_update().get(pk=session.pk)
-        current = CompactionRun.objects.select_for_update().get(pk=run.pk)
+        locked = session_lock(session_id=session.pk)
+        current = compaction_run_lock(run_id=run.pk)
         previous = latest_done_run(session.pk)
         after = covered_through(plan.previous)
         if current.status != Status.RUNNING or current.attempts != run.attempts:
@@ -664,8 +670,11 @@ def _failed_event(session: Session, started: float) -> jobs.OnFailed:
 
 @transaction.atomic
 def compaction_revert(*, run: CompactionRun) -> CompactionRun:
-    """Make the context as if `run` never happened; the ledger keeps it, marked reverted."""
-    session = Session.objects.select_for_update().get(pk=run.session_id)
+    """Make the context as if `run` never happened; the ledger keeps it, marked reverted.
+
+    Takes the session's row lock: the latest completed run it checks stays the latest.
+    """
+    session = session_lock(session_id=run.session_id)
     latest = latest_done_run(session.pk)
     if run.status != Status.DONE or latest is None or latest.pk != run.pk:
         raise Conflict("Only the latest completed compaction can be reverted (revert later ones first).")

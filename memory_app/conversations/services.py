@@ -19,6 +19,7 @@ from memory_app.compaction.config import parse_config
 from memory_app.compaction.models import CompactionRun
 from memory_app.compaction.selectors import latest_done_run
 from memory_app.conversations import counting
+from memory_app.conversations.locks import session_lock
 from memory_app.conversations.models import MemoryType, Message, Session
 from memory_app.conversations.selectors import TOOL_CALL_LOOKBACK, column
 from memory_app.events.models import MemoryEvent
@@ -511,6 +512,7 @@ def _queue_compaction(session_id: uuid.UUID) -> None:
 
 @transaction.atomic
 def message_update(*, message: Message, data: Mapping[str, Any]) -> Message:
+    """Change a stored message's fields and recount its tokens; takes the session's row lock."""
     changed = [field for field in MESSAGE_FIELDS if field in data]
     for field in changed:
         setattr(message, field, data[field])
@@ -534,6 +536,7 @@ def message_update(*, message: Message, data: Mapping[str, Any]) -> Message:
 
 @transaction.atomic
 def message_delete(*, message: Message) -> None:
+    """Delete one message and recount the session's tokens; takes the session's row lock."""
     session_id = message.session_id
     message.delete()
     _recount_active_tokens(session_id)
@@ -541,8 +544,9 @@ def message_delete(*, message: Message) -> None:
 
 def _recount_active_tokens(session_id: uuid.UUID) -> None:
     """Edits and deletions change the active context's and the history's sizes; appends add to
-    them directly. Rare, so the history is summed again rather than adjusted."""
-    session = Session.objects.select_for_update().get(pk=session_id)
+    them directly. Rare, so the history is summed again rather than adjusted. Takes the
+    session's row lock, so the tokens of an append running meanwhile are counted once."""
+    session = session_lock(session_id=session_id)
     session.active_tokens = compaction.active_tokens(session, latest_done_run(session_id))
     session.history_tokens = Message.objects.filter(session_id=session_id).aggregate(
         total=Coalesce(Sum("token_count"), 0)

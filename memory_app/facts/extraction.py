@@ -24,9 +24,11 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from memory_app import jobs
+from memory_app.conversations.locks import session_lock
 from memory_app.conversations.models import MemoryType, Message, Session
 from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
+from memory_app.facts.locks import extraction_run_lock
 from memory_app.facts.models import FactExtractionRun
 from memory_app.facts.output import FactOutputError, Triple, normalize_term, parse_fact_output
 from memory_app.facts.prompt import fact_request
@@ -196,19 +198,20 @@ def _plan(run: FactExtractionRun) -> Plan | None:
 
     A range over the per-run limits is narrowed to what fits and the rest goes to a
     follow-up run, queued in the same transaction. None when the run is no longer ours.
+    Takes the session's row lock (an automatic run's first attempt), then the run's.
     """
     if run.trigger == Trigger.TEXT:
         return _text_plan(run)
     if run.trigger == Trigger.AUTO and run.to_seq is None:
         if run.session_id is None:  # an automatic run is always a session's
             raise ValueError(f"automatic extraction {run.pk} has no session")
-        session = Session.objects.select_for_update().get(pk=run.session_id)  # orders range-taking
+        session = session_lock(session_id=run.session_id)  # automatic runs take their ranges one at a time
         first, last = _auto_cursor(run.session_id, exclude=run.pk) + 1, session.last_seq
         if last < first:
             return Plan(lines=[], sources=[])  # nothing new since the previous run
     else:
         first, last = run.from_seq or 1, run.to_seq or 0
-    current = Run.objects.select_for_update().get(pk=run.pk)
+    current = extraction_run_lock(run_id=run.pk)
     if current.status != Status.RUNNING or current.attempts != run.attempts:
         return None
     rows, through = _chunk(run.session_id, first, last)
@@ -342,9 +345,12 @@ def _apply(
     expect: tuple[str, ...] = (Status.RUNNING,),
     extractor: str | None = None,
 ) -> str:
-    """Write every triple and mark the run done, in one transaction (all or nothing)."""
+    """Write every triple and mark the run done, in one transaction (all or nothing).
+
+    Takes the run's row lock, then write_facts' (subject, predicate) locks.
+    """
     with transaction.atomic():
-        current = Run.objects.select_for_update().get(pk=run.pk)
+        current = extraction_run_lock(run_id=run.pk)
         if current.status not in expect or (Status.RUNNING in expect and current.attempts != run.attempts):
             return "superseded"  # the sweeper re-queued it, or staff acted on it meanwhile
         if result is not None:

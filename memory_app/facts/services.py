@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -26,6 +26,7 @@ from django.utils import timezone
 from memory_app.conversations.models import Session
 from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
+from memory_app.facts.locks import fact_lock, subject_predicate_lock
 from memory_app.facts.models import Fact
 from memory_app.facts.output import normalize_term
 from memory_app.facts.selectors import term_key
@@ -90,20 +91,6 @@ def _check_terms(item: FactInput) -> None:
             raise InvalidInput.for_field(name, "must contain something other than whitespace")
 
 
-def _lock_subject_predicate(team_id: int, scope: str, subject_norm: str, predicate_norm: str) -> None:
-    """Serialise writers replacing the same single-valued (subject, predicate) on PostgreSQL.
-
-    Without it two workers adding "alice lives in Paris" and "alice lives in Oslo" at once
-    could each miss the other's uncommitted row and leave both live. SQLite needs nothing:
-    its IMMEDIATE transactions already run one writer at a time.
-    """
-    if connection.vendor != "postgresql":
-        return
-    digest = hashlib.sha256(f"{team_id}\x1f{scope}\x1f{subject_norm}\x1f{predicate_norm}".encode()).digest()
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [int.from_bytes(digest[:8], "big", signed=True)])
-
-
 def _live(team_id: int, scope: str, key: str) -> Any:
     return Fact.objects.filter(team_id=team_id, scope_key=scope, fact_key=key, invalidated_at__isnull=True)
 
@@ -164,7 +151,8 @@ def write_facts(
 
     Call inside a transaction (the caller's is the unit: all or nothing). Facts are
     written in a fixed order (by key), so concurrent batches lock rows in the same order
-    and cannot deadlock each other; repeats within the batch count once.
+    and cannot deadlock each other; repeats within the batch count once. Takes the
+    (subject, predicate) lock of every value it replaces first, in sorted order (facts.locks).
     """
     scope = scope_key(session_id)
     now = timezone.now()
@@ -181,7 +169,7 @@ def write_facts(
         if item.replaces or is_single_valued(item.norms[1]):
             winners[item.norms[:2]] = item.key
     for subject_norm, predicate_norm in sorted(winners):
-        _lock_subject_predicate(team_id, scope, subject_norm, predicate_norm)
+        subject_predicate_lock(team_id=team_id, scope=scope, subject_norm=subject_norm, predicate_norm=predicate_norm)
     outcome = WriteOutcome()
     written: dict[str, Fact] = {}
     for item in sorted(unique.values(), key=lambda i: i.key):
@@ -276,8 +264,11 @@ def fact_add(
 
 @transaction.atomic
 def fact_invalidate(*, fact: Fact) -> Fact:
-    """Take a fact out of the live set (the API's DELETE); the row and its history stay."""
-    locked = Fact.objects.select_for_update().get(pk=fact.pk)
+    """Take a fact out of the live set (the API's DELETE); the row and its history stay.
+
+    Takes the fact's row lock (facts.locks.fact_lock).
+    """
+    locked = fact_lock(fact_id=fact.pk)
     if locked.invalidated_at is None:
         locked.invalidated_at = timezone.now()
         locked.save(update_fields=["invalidated_at", "updated_at"])
@@ -296,8 +287,9 @@ def fact_update(*, fact: Fact, data: Mapping[str, Any]) -> Fact:
     An edit that makes a live fact identical to another live fact of its scope, or a
     restore while an identical fact is live, is a Conflict. A restored or edited live
     fact with a single-valued predicate replaces the other live values, as a new one would.
+    Takes the fact's row lock, then (a live fact) its (subject, predicate) lock (facts.locks).
     """
-    locked = Fact.objects.select_for_update().get(pk=fact.pk)
+    locked = fact_lock(fact_id=fact.pk)
     changed = [name for name in _EDITABLE if name in data]
     for name in changed:
         setattr(locked, name, data[name])
@@ -318,7 +310,12 @@ def fact_update(*, fact: Fact, data: Mapping[str, Any]) -> Fact:
         locked.invalidated_at, locked.invalidated_by = None, None
         changed += ["invalidated_at", "invalidated_by"]
     if locked.invalidated_at is None:
-        _lock_subject_predicate(locked.team_id, locked.scope_key, locked.subject_norm, locked.predicate_norm)
+        subject_predicate_lock(
+            team_id=locked.team_id,
+            scope=locked.scope_key,
+            subject_norm=locked.subject_norm,
+            predicate_norm=locked.predicate_norm,
+        )
     try:
         with transaction.atomic():
             locked.save(update_fields=[*changed, "updated_at"])

@@ -26,6 +26,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from memory_app.conversations.locks import session_lock
 from memory_app.conversations.models import Message, Session
 from memory_app.rounds.models import ScratchEntry
 from memsite.errors import NotFound
@@ -57,7 +58,10 @@ def _lock_session(*, session_id: uuid.UUID, team_id: int, add: int) -> int:
 
 @transaction.atomic
 def scratch_record(*, session: Session, entries: Sequence[Mapping[str, Any]]) -> list[ScratchEntry]:
-    """Record tool executions of the current turn; the turn's final answer will carry them."""
+    """Record tool executions of the current turn; the turn's final answer will carry them.
+
+    Takes the session's row lock, through the UPDATE that counts them as pending.
+    """
     last_seq = _lock_session(session_id=session.pk, team_id=session.team_id, add=len(entries))
     rows = [
         ScratchEntry(team_id=session.team_id, session=session, after_seq=last_seq, data=dict(entry))
@@ -71,9 +75,9 @@ def scratch_settle(*, session_id: uuid.UUID, appended: Sequence[Message] = ()) -
     """Move pending scratch entries into the `meta.scratch` of the final answer each belongs to.
 
     Returns how many entries were attached. `appended` (rows just inserted) get their new
-    meta in memory too.
+    meta in memory too. Takes the session's row lock, as scratch_record and appends do.
     """
-    session = Session.objects.select_for_update().only("pk", "pending_scratch").get(pk=session_id)
+    session = session_lock(session_id=session_id, fields=("pk", "pending_scratch"))
     pending = list(ScratchEntry.objects.filter(session_id=session_id).order_by("after_seq", "id"))
     if not pending:
         return 0

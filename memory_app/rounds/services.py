@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 from memory_app.conversations import services
+from memory_app.conversations.locks import hold_session_lock
 from memory_app.conversations.models import Message, Session
 from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
@@ -53,9 +54,10 @@ def round_create(
     """A new round at the end of the session: (round, created).
 
     A client-chosen `round_id` makes the call retry-safe: the same id with the same query
-    returns the stored round (created False); with another query it is a conflict.
+    returns the stored round (created False); with another query it is a conflict. Takes the
+    session's row lock, so concurrent rounds take their order one after another.
     """
-    Session.objects.select_for_update().filter(pk=session.pk).values_list("pk").first()  # order under the lock
+    hold_session_lock(session_id=session.pk)
     if round_id:
         existing = Round.objects.filter(session=session, round_id=round_id).first()
         if existing is not None:

@@ -31,6 +31,7 @@ from memory_app import jobs
 from memory_app.events.models import MemoryEvent
 from memory_app.events.payload import event_payload
 from memory_app.tenancy.models import Team
+from memory_app.webhooks.locks import webhook_lock
 from memory_app.webhooks.models import WEBHOOK_EVENT_KINDS, Webhook, WebhookDelivery
 from memsite.errors import Conflict, InvalidInput
 from memsite.masking import mask_secrets
@@ -132,8 +133,11 @@ def webhook_create(
 
 @transaction.atomic
 def webhook_update(*, webhook: Webhook, data: Mapping[str, Any]) -> Webhook:
-    """Change url, description, event_kinds and/or active (the secret never changes here)."""
-    webhook = Webhook.objects.select_for_update().get(pk=webhook.pk)
+    """Change url, description, event_kinds and/or active (the secret never changes here).
+
+    Takes the webhook's row lock (webhooks.locks).
+    """
+    webhook = webhook_lock(webhook_id=webhook.pk)
     if "url" in data:
         webhook.url = _clean_url(data["url"])
     if "event_kinds" in data:
@@ -148,8 +152,11 @@ def webhook_update(*, webhook: Webhook, data: Mapping[str, Any]) -> Webhook:
 
 @transaction.atomic
 def webhook_rotate_secret(*, webhook: Webhook) -> tuple[Webhook, str]:
-    """A new signing secret, returned this once like at creation; the old one stops signing at once."""
-    webhook = Webhook.objects.select_for_update().get(pk=webhook.pk)
+    """A new signing secret, returned this once like at creation; the old one stops signing at once.
+
+    Takes the webhook's row lock (webhooks.locks).
+    """
+    webhook = webhook_lock(webhook_id=webhook.pk)
     secret = generate_secret()
     webhook.secret, webhook.secret_hint = secret, secret[: len(SECRET_SCHEME) + 5]
     webhook.save(update_fields=["secret", "secret_hint", "updated_at"])
