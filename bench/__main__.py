@@ -18,7 +18,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 # The modules with a main(argv). The others in bench/ are what they use: bench/harness.py (shared
-# helpers), the data they seed (retention_sessions, search_corpus, search_quality, floor_tables)
+# helpers), the data they seed (retention_sessions, search_corpus, search_quality, floor_tables,
+# recall_vocabulary, recall_questions)
 # and what they serve or run (floors, limit_floor, urls, wsgi, retention_server, and
 # retention_marsys, which runs in the marsys venv).
 BENCHES = (
@@ -31,6 +32,7 @@ BENCHES = (
     "hot_path_profile",
     "load",
     "mcp_bench",
+    "recall_sets",
     "retention_bench",
     "search_bench",
     "selection_bench",
