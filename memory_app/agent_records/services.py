@@ -264,12 +264,6 @@ def _check_entry_id(value: Any, path: str, problems: Problems) -> None:
         _add(problems, path, "must be 1-200 characters without spaces or slashes, and not . or .. (nor %2E)")
 
 
-@dataclass(frozen=True)
-class DocumentEntries:
-    kind: str
-    entries: list[dict[str, Any]]
-
-
 def validate_document(document: Any, *, agent: str) -> None:
     """Raise InvalidInput naming every problem of a whole memory document."""
     problems: Problems = {}

@@ -322,7 +322,7 @@ def job_throughput(
 
 @dataclass(frozen=True)
 class TeamIndexCounts:
-    """A team's indexed items per state (memory_app.search.selectors.index_status's counts)."""
+    """A team's indexed items per state."""
 
     team_id: int
     team_name: str
@@ -340,8 +340,8 @@ class IndexBacklog:
 
 
 def search_index_backlog(*, team_ids: list[int] | None) -> IndexBacklog:
-    """Items per team and state in one grouped query (index_status's counts, for every team at
-    once). A team admin's teams are all listed, with or without items: each row has a Reindex button."""
+    """Items per team and state, for every team at once, in one grouped query. A team admin's
+    teams are all listed, with or without items: each row has a Reindex button."""
     items = SearchItem.objects.all() if team_ids is None else SearchItem.objects.filter(team_id__in=team_ids)
     rows = items.order_by().values("team_id", "team__name", "state").annotate(n=Count("pk"))
     teams: dict[int, dict[str, Any]] = {}

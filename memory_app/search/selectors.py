@@ -152,14 +152,3 @@ def _hits(ranked: list[fusion.Ranked], terms: list[str], limit: int) -> list[Hit
         Hit(item=items[s.ranked.item_id], scored=s, snippet=fusion.snippet(items[s.ranked.item_id].text, terms))
         for s in best
     ]
-
-
-def index_status(*, team_id: int | None = None) -> dict[str, int]:
-    """Items per state (the ops page's backlog), for one team or all."""
-    from django.db.models import Count
-
-    items = SearchItem.objects.all() if team_id is None else SearchItem.objects.filter(team_id=team_id)
-    counts = {state: 0 for state, _ in SearchItem.State.choices}
-    for row in items.values("state").annotate(n=Count("id")):
-        counts[row["state"]] = row["n"]
-    return counts

@@ -70,9 +70,6 @@ class ActiveContextPolicyConfig:
     summarization: SummarizationConfig = field(default_factory=SummarizationConfig)
     backward_packing: BackwardPackingConfig = field(default_factory=BackwardPackingConfig)
 
-    def uses(self, processor: str) -> bool:
-        return processor in self.processor_order and processor not in self.excluded_processors
-
     @property
     def compaction(self) -> SummarizationConfig:
         """The reference library's backward-compatible alias of `summarization`."""
