@@ -55,6 +55,7 @@ from memory_app.search.documents import Doc, experience_doc
 from memory_app.search.models import SearchKind
 from memory_app.tenancy.models import ApiKey, Team
 from memory_app.usage.llm_calls import llm_complete
+from memory_client.vocabulary.messages import LLMMessage
 from memsite.errors import BudgetExceeded, Conflict, InvalidInput, LLMFailed, LLMUnavailable
 
 # Path segments of the experiences API that an exp_id would shadow (experiences/<exp_id>/).
@@ -416,7 +417,7 @@ class SelectionResult:
     candidates: list[dict[str, str]]  # [{"exp_id", "when"}]
     selected: list[dict[str, str]]  # [{"exp_id", "what"}]
     prompt_text: str  # the block to inject into the role's prompt
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[LLMMessage] = field(default_factory=list)  # what the LLM was sent
     raw_response: str = ""
     backend: str = ""
     model: str = ""
@@ -485,7 +486,7 @@ def experience_select(
         user_query=query,
         context=context or "(no conversation yet)",
     )
-    messages = [{"role": "user", "content": prompt}]
+    messages: list[LLMMessage] = [{"role": "user", "content": prompt}]
     backend = get_backend(EXTRACTIVE_BACKEND if config.llm_alias == selectors.OFFLINE_ALIAS else None)
     request = ChatRequest(
         messages=messages,

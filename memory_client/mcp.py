@@ -33,6 +33,8 @@ from typing import IO, Any
 
 import httpx
 
+from memory_client.vocabulary.wire import RequestId, RpcAnswer, RpcFailure
+
 PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 # JSON-RPC error codes this proxy answers with when the server gives no usable JSON-RPC answer.
 UNREACHABLE = -32000
@@ -75,7 +77,7 @@ class Proxy:
         self.max_answer_bytes = max_answer_bytes
         self.negotiated_version: str | None = None  # set by a successful initialize
 
-    def forward(self, line: str) -> dict[str, Any] | None:
+    def forward(self, line: str) -> RpcAnswer | None:
         """The answer to write back for one input line, or None (a notification, a blank line)."""
         if not line.strip():
             return None
@@ -106,8 +108,9 @@ class Proxy:
             text = raw[:200].decode("utf-8", errors="replace")
             return _error(request_id, code, f"memsite answered HTTP {response.status_code}: {text}")
         answered_initialize = isinstance(message, dict) and message.get("method") == "initialize"
-        if answered_initialize and isinstance(answer.get("result"), dict):
-            self.negotiated_version = answer["result"].get("protocolVersion")
+        result = answer.get("result")
+        if answered_initialize and isinstance(result, dict):
+            self.negotiated_version = result.get("protocolVersion")
         return answer
 
     def _headers_for(self, message: Any) -> dict[str, str]:
@@ -198,14 +201,14 @@ def _read_capped(response: httpx.Response, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _answer_in(raw: bytes, content_type: str, request_id: str | int | None) -> dict[str, Any] | None:
+def _answer_in(raw: bytes, content_type: str, request_id: RequestId) -> RpcAnswer | None:
     """The JSON-RPC answer to `request_id` in memsite's response body, None when it holds no
     JSON-RPC answer at all, UnusableAnswer when it cannot be read or answers another request."""
     try:
         messages = list(_events(raw)) if "text/event-stream" in content_type else [strict_json(raw)]
     except ValueError as error:
         raise UnusableAnswer(f"memsite's answer could not be read: {error}") from error
-    answers = [message for message in messages if _is_answer(message)]
+    answers: list[RpcAnswer] = [message for message in messages if _is_answer(message)]
     for answer in answers:
         if _same_id(answer["id"], request_id):
             return answer
@@ -247,7 +250,7 @@ def _same_id(answer_id: Any, request_id: str | int | None) -> bool:
     return type(answer_id) is type(request_id) and answer_id == request_id  # 1 is not "1", nor True
 
 
-def _error(request_id: Any, code: int, message: str) -> dict[str, Any]:
+def _error(request_id: RequestId, code: int, message: str) -> RpcFailure:
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
 
 
@@ -271,7 +274,7 @@ def _quiet_json(line: str) -> Any:
         return None
 
 
-def answer_line(answer: dict[str, Any]) -> str:
+def answer_line(answer: RpcAnswer) -> str:
     """One line of JSON for the host; a lone surrogate in a string can only be written as its escape."""
     line = json.dumps(answer, ensure_ascii=False)
     try:

@@ -14,7 +14,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Self, cast
@@ -59,6 +59,11 @@ def _as_uuid(value: object) -> str | None:
         return str(uuid.UUID(str(value)))
     except ValueError:
         return None
+
+
+def _llm_dict(message: Mapping[str, Any]) -> dict[str, Any]:
+    """`to_llm_dict` as the reads return it: a plain dict (marsys's type, which a caller may extend)."""
+    return dict(to_llm_dict(message))
 
 
 def _system(prompt: str) -> dict[str, Any]:
@@ -519,7 +524,7 @@ class RemoteConversationMemory(SessionBound):
 
     def retrieve_all(self) -> list[dict[str, Any]]:
         """Every message, system prompt first, as LLM API dicts."""
-        return [to_llm_dict(entry) for entry in self._entries()]
+        return [_llm_dict(entry) for entry in self._entries()]
 
     def get_messages(self) -> list[dict[str, Any]]:
         """Messages for the LLM: retrieve_all(), as marsys's ConversationMemory."""
@@ -530,7 +535,7 @@ class RemoteConversationMemory(SessionBound):
         if n <= 0:
             return []
         rows = self._rows(last=n) if n <= MAX_LAST else self._rows()
-        entries = [to_llm_dict(row) for row in rows]
+        entries = [_llm_dict(row) for row in rows]
         if len(rows) < n:
             prompt = self._session()["system_prompt"]
             if prompt:
@@ -542,7 +547,7 @@ class RemoteConversationMemory(SessionBound):
         if canonical is None:
             return None
         try:
-            return to_llm_dict(self._api.get(self._message_path(canonical)))
+            return _llm_dict(self._api.get(self._message_path(canonical)))
         except NotFoundError:
             if self._session_exists():
                 return None
@@ -553,7 +558,7 @@ class RemoteConversationMemory(SessionBound):
         if role not in ROLES:
             return []
         limited = isinstance(n, int) and 0 < n <= MAX_LAST
-        entries = [to_llm_dict(row) for row in self._rows(role=role, last=n if limited else None)]
+        entries = [_llm_dict(row) for row in self._rows(role=role, last=n if limited else None)]
         if role == "system":
             prompt = self._session()["system_prompt"]
             if prompt:
@@ -580,7 +585,7 @@ class RemoteConversationMemory(SessionBound):
         relevant: list[dict[str, Any]] = []
         for message_id in ids:
             try:
-                relevant.append(to_llm_dict(self._api.get(self._message_path(message_id))))
+                relevant.append(_llm_dict(self._api.get(self._message_path(message_id))))
             except NotFoundError:
                 continue  # deleted since it was indexed
             if len(relevant) == n:

@@ -311,7 +311,7 @@ class Message:
 
     def to_llm_dict(self) -> dict[str, Any]:
         """The dict an LLM API receives: what retrieve_all() returns for this message."""
-        return to_llm_dict(self.to_dict())
+        return dict(to_llm_dict(self.to_dict()))  # a plain dict, as marsys's method returns
 
     def to_api_format(self) -> dict[str, Any]:
         """marsys's OpenAI format: role, then content, name, tool_calls, tool_call_id (tool

@@ -19,6 +19,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from memory_client.vocabulary.wire import ErrorBody
 from memsite.errors import (
     BudgetExceeded,
     Conflict,
@@ -78,12 +79,12 @@ def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     return {prefix or "non_field_errors": [str(detail)]}
 
 
-def error_body(code: str, detail: str, fields: dict[str, list[str]] | None = None) -> dict[str, Any]:
+def error_body(code: str, detail: str, fields: dict[str, list[str]] | None = None) -> ErrorBody:
     """The API's one error shape; MCP tool errors carry the same (memory_app.mcp)."""
     return {"error": code, "detail": detail, "fields": fields or {}}
 
 
-def validation_error_body(fields: dict[str, list[str]]) -> dict[str, Any]:
+def validation_error_body(fields: dict[str, list[str]]) -> ErrorBody:
     return error_body("validation_error", _summary(fields) if fields else "Invalid input.", fields)
 
 

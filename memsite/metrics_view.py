@@ -8,11 +8,13 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 
+from memory_client.vocabulary.wire import ErrorBody
 from memsite import metrics_hooks
 
 
 def _error(status: int, error: str, detail: str) -> JsonResponse:
-    response = JsonResponse({"error": error, "detail": detail, "fields": {}}, status=status)
+    body: ErrorBody = {"error": error, "detail": detail, "fields": {}}
+    response = JsonResponse(body, status=status)
     if status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
     return response

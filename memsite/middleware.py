@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware
@@ -15,6 +14,7 @@ from django.contrib.sessions.middleware import SessionMiddleware
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
 
+from memory_client.vocabulary.wire import ErrorBody
 from memsite import logs, metrics_hooks
 from memsite.parsers import NUL, NUL_PROBLEM
 
@@ -65,7 +65,11 @@ class NulInUrlMiddleware:
             return self.get_response(request)
         if not request.path.startswith("/api/"):
             return HttpResponseBadRequest(f"{field}: {NUL_PROBLEM}", content_type="text/plain")
-        body = {"error": "validation_error", "detail": f"{field}: {NUL_PROBLEM}", "fields": {field: [NUL_PROBLEM]}}
+        body: ErrorBody = {
+            "error": "validation_error",
+            "detail": f"{field}: {NUL_PROBLEM}",
+            "fields": {field: [NUL_PROBLEM]},
+        }
         return JsonResponse(body, status=400)
 
 
@@ -80,17 +84,15 @@ def _nul_field(request: HttpRequest) -> str | None:
 
 
 def too_large_response() -> JsonResponse:
-    return JsonResponse(
-        {
-            "error": "payload_too_large",
-            "detail": f"Request body exceeds the limit of {settings.MAX_BODY_BYTES} bytes.",
-            "fields": {},
-        },
-        status=413,
-    )
+    body: ErrorBody = {
+        "error": "payload_too_large",
+        "detail": f"Request body exceeds the limit of {settings.MAX_BODY_BYTES} bytes.",
+        "fields": {},
+    }
+    return JsonResponse(body, status=413)
 
 
-def database_unavailable_body(exc: Exception) -> dict[str, Any]:
+def database_unavailable_body(exc: Exception) -> ErrorBody:
     log.warning("database unavailable: %s: %s", type(exc).__name__, str(exc).strip()[:200])
     return {
         "error": "database_unavailable",

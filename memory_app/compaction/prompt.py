@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from memory_client.vocabulary.messages import ContentPart, LLMMessage
+
 SYSTEM_PROMPT = """\
 You compress a conversation history into a summary that lets an agent continue its work.
 Respond with one JSON object and nothing else, with these keys:
@@ -83,7 +85,7 @@ def build_prompt(
     transcript: str,
     output_max_tokens: int,
     images: list[ImageRef] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[LLMMessage]:
     """The summarization request. With `images` (include_image_payload_bytes) the model also
     sees each image, after its id; without, only the ids (images are expensive)."""
     earlier = f"Summary of what came before:\n{previous_summary}\n\n" if previous_summary else ""
@@ -91,7 +93,7 @@ def build_prompt(
         f"{earlier}Conversation to summarise:\n{transcript}\n\n"
         f"Answer with the JSON object only, in at most {output_max_tokens} tokens."
     )
-    content: str | list[dict[str, Any]] = text
+    content: str | list[ContentPart] = text
     if images:
         content = [{"type": "text", "text": text}]
         for ref in images:
@@ -150,9 +152,9 @@ def choose_images(
     return chosen
 
 
-def summary_messages(data: dict[str, Any], kept: list[tuple[ImageRef, str]], *, model: str) -> list[dict[str, Any]]:
+def summary_messages(data: dict[str, Any], kept: list[tuple[ImageRef, str]], *, model: str) -> list[LLMMessage]:
     """The messages that stand in for the covered range in the active context."""
-    messages: list[dict[str, Any]] = []
+    messages: list[LLMMessage] = []
     if data["user_request_summary"]:
         messages.append({"role": "user", "content": f"[User Requests Summary]\n{data['user_request_summary']}"})
     parts = [f"[Compacted Context Summary]\n{data['summary']}"]

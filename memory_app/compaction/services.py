@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -322,7 +323,7 @@ def active_tokens(session: Session, run: CompactionRun | None) -> int:
     return session.system_prompt_tokens + summary + tail
 
 
-def _count(message: dict[str, Any]) -> int:
+def _count(message: Mapping[str, Any]) -> int:
     return counting.message_tokens(message)
 
 

@@ -23,6 +23,7 @@ from memory_app.idempotency.api import KEY_PARAMETER, idempotent_write
 from memory_app.search import recall
 from memory_app.tenancy.permissions import require_admin
 from memory_app.usage import llm_calls as llm_usage
+from memory_client.vocabulary.wire import ContextAnswer
 
 
 class SessionScopedView(TeamScopedView):
@@ -231,7 +232,7 @@ class ContextView(SessionScopedView):
             parts=served.breakdown,
         )
         compaction.compaction_request_on_read(session=session)
-        body: dict[str, Any] = {"messages": served.messages, "token_count": served.token_count}
+        body: ContextAnswer = {"messages": served.messages, "token_count": served.token_count}
         if injected is not None:
             body["recall"] = {
                 "query": injected.query,

@@ -32,7 +32,7 @@ from memory_app.compaction.selectors import latest_done_run
 from memory_app.conversations import counting, tokens
 from memory_app.conversations.models import MemoryType, Message, Session
 from memory_app.conversations.selectors import CONTEXT_FIELDS, column, concrete_field, select_rows
-from memory_client.vocabulary.messages import to_openai_message
+from memory_client.vocabulary.messages import LLMMessage, to_openai_message
 from memsite.errors import InvalidInput
 
 # How many message rows a read of a long context looks at per round trip, newest first.
@@ -48,7 +48,7 @@ class InjectedMemory(Protocol):
     """Memories recalled for a read (memory_app.search.recall.Recall), served as one message."""
 
     @property
-    def message(self) -> dict[str, Any]: ...
+    def message(self) -> LLMMessage: ...
 
     @property
     def token_count(self) -> int: ...
@@ -63,7 +63,7 @@ class ContextPart:
     """One message of a served context, where it comes from and what it costs."""
 
     kind: str  # "system" | "recall" | "instruction" | "summary" | "message" | "borrowed"
-    message: dict[str, Any]  # as the LLM receives it
+    message: LLMMessage
     token_count: int
     seq: int | None = None  # the raw message it is (None for the system prompt and summaries)
     truncated: bool = False  # a tool output shortened by tool truncation
@@ -104,7 +104,7 @@ class ServedContext:
     recall: InjectedMemory | None = None  # the memories recall put in it, if asked for
 
     @property
-    def messages(self) -> list[dict[str, Any]]:
+    def messages(self) -> list[LLMMessage]:
         return [part.message for part in self.parts]
 
     @property
@@ -479,7 +479,7 @@ def _parts(
 ) -> list[ContextPart]:
     parts: list[ContextPart] = []
     if session.system_prompt:
-        system = {"role": "system", "content": session.system_prompt}
+        system: LLMMessage = {"role": "system", "content": session.system_prompt}
         parts.append(ContextPart("system", system, session.system_prompt_tokens))
     if borrowed is not None:
         parts.append(ContextPart("borrowed", to_openai_message(borrowed), borrowed["token_count"], borrowed["seq"]))

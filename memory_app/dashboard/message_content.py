@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -243,7 +244,9 @@ def _seq_href(seq: int, on_page: set[int]) -> str:
     return f"#m{seq}" if seq in on_page else f"?after={seq - 1}#m{seq}"
 
 
-def compact_message(data: dict[str, Any], *, on_page: set[int], seq: int | None = None, **extra: Any) -> CompactMessage:
+def compact_message(
+    data: Mapping[str, Any], *, on_page: set[int], seq: int | None = None, **extra: Any
+) -> CompactMessage:
     role = str(data.get("role") or "?")
     return CompactMessage(
         role=role,

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from memory_app.events.models import MemoryEvent
+from memory_client.vocabulary.wire import EventPayload
 
 
-def event_payload(event: MemoryEvent) -> dict[str, Any]:
+def event_payload(event: MemoryEvent) -> EventPayload:
     """An event as the stream and webhooks send it (the shape of the events list API)."""
     return {
         "id": event.pk,

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from memory_client.vocabulary.messages import LLMMessage
+
 
 @dataclass(frozen=True)
 class LLMResult:
@@ -22,7 +24,7 @@ class LLMResult:
 
 @dataclass(frozen=True)
 class ChatRequest:
-    messages: list[dict[str, Any]]
+    messages: list[LLMMessage]
     purpose: str  # "summarize", "extract_facts", "select_experiences"
     max_tokens: int | None = None
     json_object: bool = False

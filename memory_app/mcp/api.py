@@ -28,6 +28,7 @@ from memory_app.mcp.tools import TOOLS, Call, ToolFailed, ToolResult
 from memory_app.ops import metrics
 from memory_app.tenancy.auth import ApiKeyAuthentication
 from memory_app.tenancy.models import ApiKey
+from memory_client.vocabulary.wire import ErrorBody, RequestId, RpcAnswer, RpcFailure
 from memsite.api_errors import error_body, validation_error_body
 from memsite.errors import InvalidInput
 from memsite.parsers import parse_json
@@ -193,7 +194,7 @@ def _unauthorized(request: HttpRequest, detail: str) -> HttpResponse:
     for its id: its id is null, which JSON-RPC allows for a request it could not read and clients
     match to the request they sent (the MCP SDK, memory_client.mcp).
     """
-    body: dict[str, Any] = error_body("not_authenticated", detail)
+    body: ErrorBody | RpcFailure = error_body("not_authenticated", detail)
     if request.method == "POST" and request.content_type == "application/json":
         body = protocol.error_answer(None, RpcError(UNAUTHORIZED, detail, {"error": "not_authenticated"}))
     response = JsonResponse(body, status=401)
@@ -211,10 +212,10 @@ def _origin_allowed(request: HttpRequest) -> bool:
     return urlsplit(origin).netloc == request.get_host()
 
 
-def _rpc_response(request_id: str | int | None, error: RpcError, status: int) -> JsonResponse:
+def _rpc_response(request_id: RequestId, error: RpcError, status: int) -> JsonResponse:
     return _json_response(protocol.error_answer(request_id, error), status=status)
 
 
-def _json_response(answer: dict[str, Any], status: int = 200) -> JsonResponse:
+def _json_response(answer: RpcAnswer, status: int = 200) -> JsonResponse:
     # Strict JSON out: NaN or Infinity would break every client's parser, so they fail here, loudly.
     return JsonResponse(answer, status=status, json_dumps_params={"allow_nan": False})

@@ -21,6 +21,7 @@ from django.http import HttpRequest
 from django.urls import Resolver404, resolve
 
 from memory_app.tenancy.models import ApiKey
+from memory_client.vocabulary.wire import ErrorBody
 
 # Headers of the MCP request the inner request keeps: who is calling and how to trace it.
 _FORWARDED_META = ("HTTP_HOST", "SERVER_NAME", "SERVER_PORT", "REMOTE_ADDR", "HTTP_USER_AGENT", "wsgi.url_scheme")
@@ -87,5 +88,5 @@ def call_api(
     return ApiAnswer(response.status_code, parsed, "/" + match.route, time.monotonic() - started)
 
 
-def _not_found() -> dict[str, Any]:
+def _not_found() -> ErrorBody:
     return {"error": "not_found", "detail": "Not found.", "fields": {}}

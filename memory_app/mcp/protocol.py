@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from memory_client.vocabulary.wire import RequestId, RpcErrorObject, RpcFailure, RpcSuccess
+
 MODERN_VERSIONS = ("2026-07-28",)
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 LATEST_HANDSHAKE_VERSION = HANDSHAKE_VERSIONS[-1]
@@ -56,8 +58,8 @@ class RpcError(Exception):
         self.message = message
         self.data = data
 
-    def as_error(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
+    def as_error(self) -> RpcErrorObject:
+        error: RpcErrorObject = {"code": self.code, "message": self.message}
         if self.data is not None:
             error["data"] = self.data
         return error
@@ -158,7 +160,7 @@ def negotiated_version(requested: Any) -> str:
     return requested if requested in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE_VERSION
 
 
-def answer(incoming: Incoming | None, result: dict[str, Any], server_info: dict[str, str]) -> dict[str, Any]:
+def answer(incoming: Incoming | None, result: dict[str, Any], server_info: dict[str, str]) -> RpcSuccess:
     """A success answer; the current revision stamps every result with its type and the server."""
     if incoming is not None and incoming.modern:
         meta = {**result.get("_meta", {}), SERVER_INFO_META: server_info}
@@ -166,7 +168,7 @@ def answer(incoming: Incoming | None, result: dict[str, Any], server_info: dict[
     return {"jsonrpc": "2.0", "id": incoming.id if incoming else None, "result": result}
 
 
-def error_answer(request_id: Any, error: RpcError) -> dict[str, Any]:
+def error_answer(request_id: RequestId, error: RpcError) -> RpcFailure:
     return {"jsonrpc": "2.0", "id": request_id, "error": error.as_error()}
 
 

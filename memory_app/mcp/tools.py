@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from django.db import transaction
 from django.http import HttpRequest
@@ -22,6 +22,7 @@ from memory_app.mcp.arguments import Schema, argument_problems
 from memory_app.mcp.gateway import ApiAnswer, call_api
 from memory_app.search.models import SearchKind
 from memory_app.tenancy.models import ApiKey
+from memory_client.vocabulary.wire import ErrorBody
 from memsite.api_errors import error_body, validation_error_body
 
 API = "/api/v1"
@@ -32,7 +33,7 @@ JOB_KINDS = ("compaction", "fact_extraction")
 class ToolFailed(Exception):
     """The tool's answer is an error: `body` is the API's error shape, `status` its HTTP status."""
 
-    def __init__(self, body: dict[str, Any], status: int) -> None:
+    def __init__(self, body: ErrorBody, status: int) -> None:
         super().__init__(body.get("detail", ""))
         self.body = body
         self.status = status
@@ -79,8 +80,9 @@ class Call:
         raise ToolFailed(_in_argument_terms(answer, renames or {}, body_argument), answer.status)
 
 
-def _in_argument_terms(answer: ApiAnswer, renames: dict[str, str], body_argument: str) -> dict[str, Any]:
-    body = answer.body if isinstance(answer.body, dict) else error_body("error", str(answer.body))
+def _in_argument_terms(answer: ApiAnswer, renames: dict[str, str], body_argument: str) -> ErrorBody:
+    # Every error the API answers has the one error shape (memsite.api_errors).
+    body = cast("ErrorBody", answer.body) if isinstance(answer.body, dict) else error_body("error", str(answer.body))
     fields: dict[str, list[str]] = body.get("fields") or {}
     if not fields:
         return body
@@ -534,16 +536,31 @@ def run_events_list(call: Call) -> ToolResult:
     return _result(page, call.endpoint)
 
 
+class JobStatus(TypedDict, total=False):
+    """What job_status answers: the session's runs of each kind asked for, newest first, each as
+    the REST API shows it (a compaction run, a fact-extraction run)."""
+
+    compactions: list[dict[str, Any]]
+    fact_extractions: list[dict[str, Any]]
+
+
+def _runs_with_id(runs: list[dict[str, Any]], job_id: str) -> list[dict[str, Any]]:
+    return [run for run in runs if str(run.get("id")) == job_id]
+
+
 def run_job_status(call: Call) -> ToolResult:
     kind, job_id = call.arguments.get("kind"), call.arguments.get("job_id")
-    found: dict[str, list[Any]] = {}
+    found: JobStatus = {}
     if kind in (None, "compaction"):
         found["compactions"] = call.api("GET", _session_path(call, "compactions"))
     if kind in (None, "fact_extraction"):
         page = call.api("GET", f"{API}/fact-extractions/", query={"session": call.arguments["session_id"]})
         found["fact_extractions"] = page.get("results", [])
     if job_id is not None:
-        found = {name: [run for run in runs if str(run.get("id")) == job_id] for name, runs in found.items()}
+        if "compactions" in found:
+            found["compactions"] = _runs_with_id(found["compactions"], job_id)
+        if "fact_extractions" in found:
+            found["fact_extractions"] = _runs_with_id(found["fact_extractions"], job_id)
         if not any(found.values()):
             message = "No compaction or fact extraction of this session has this id."
             raise ToolFailed(error_body("not_found", f"job_id: {message}", {"job_id": [message]}), 404)

@@ -12,7 +12,8 @@ from memory_app.conversations.models import Message, Session
 from memory_app.search.engines import Filters
 from memory_app.search.models import SearchKind
 from memory_app.search.selectors import Hit, search
-from memory_client.vocabulary.messages import content_text
+from memory_client.vocabulary.messages import LLMMessage, content_text
+from memory_client.vocabulary.wire import RecalledMemory
 
 DEFAULT_K = 5
 MAX_K = 20
@@ -44,7 +45,7 @@ class Recall:
     automatic: bool = False
 
     @property
-    def message(self) -> dict[str, Any]:
+    def message(self) -> LLMMessage:
         return {"role": "system", "content": recall_text(self.query, self.hits)}
 
     @property
@@ -64,7 +65,7 @@ class Recall:
         """The same recall without its least relevant memory; None when it had none left."""
         return replace(self, hits=self.hits[:-1]) if self.hits else None
 
-    def memories(self) -> list[dict[str, Any]]:
+    def memories(self) -> list[RecalledMemory]:
         """What was injected, for the response and the usage ledger."""
         return [
             {

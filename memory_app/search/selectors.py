@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from django.conf import settings
 from django.utils import timezone
@@ -22,6 +22,38 @@ CANDIDATES_PER_RESULT = 4
 MIN_CANDIDATES = 40
 
 
+class HitSource(TypedDict):
+    """Where a hit comes from: the ids of its source, of which the kind's own are set."""
+
+    session: str | None
+    seq: int | None
+    message_id: str | None
+    run_id: str | None
+    fact_id: str | None
+    record_entry_id: int | None
+    experience_id: int | None
+    shared_memory_id: int | None
+    attachment_id: int | None
+    chunk: int  # which piece of its source
+    agent: str
+    role: str
+
+
+class HitExplain(TypedDict):
+    """How a hit was ranked: each engine's place for it and the factors of its fused score."""
+
+    lexical_rank: int | None
+    lexical_score: float | None
+    vector_rank: int | None
+    vector_similarity: float | None
+    rrf_score: float
+    lexical_weight: float
+    recency_factor: float
+    kind_weight: float
+    fused_score: float
+    live: bool
+
+
 @dataclass(frozen=True)
 class Hit:
     item: SearchItem
@@ -32,7 +64,7 @@ class Hit:
     def source_id(self) -> str:
         return self.item.source_key
 
-    def source(self) -> dict[str, Any]:
+    def source(self) -> HitSource:
         item = self.item
         return {
             "session": str(item.session_id) if item.session_id else None,
@@ -49,7 +81,7 @@ class Hit:
             "role": item.role,
         }
 
-    def explain(self) -> dict[str, Any]:
+    def explain(self) -> HitExplain:
         ranked = self.scored.ranked
         return {
             "lexical_rank": ranked.lexical_rank,

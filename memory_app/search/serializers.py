@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Any, NotRequired, TypedDict
 
 from rest_framework import serializers
 
 from memory_app.search.models import SearchKind
-from memory_app.search.selectors import Hit
+from memory_app.search.selectors import Hit, HitExplain, HitSource
 
 QUERY_MAX_CHARS = 1000
 SEARCH_MAX_LIMIT = 50
@@ -68,6 +69,21 @@ class SearchExplainSerializer(serializers.Serializer):
     live = serializers.BooleanField()
 
 
+class SearchHitData(TypedDict):
+    """One result as the endpoint answers it (SearchHitSerializer's fields): the renderer writes the times."""
+
+    kind: str
+    id: str
+    item_id: int
+    text: str
+    snippet: str
+    source: HitSource
+    occurred_at: datetime
+    invalidated_at: datetime | None
+    score: float
+    explain: NotRequired[HitExplain]
+
+
 class SearchHitSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=SearchKind.choices)
     id = serializers.CharField(help_text="the source's id (message, fact, run, record entry, experience ...)")
@@ -81,8 +97,8 @@ class SearchHitSerializer(serializers.Serializer):
     explain = SearchExplainSerializer(required=False)
 
     @staticmethod
-    def of(hit: Hit, *, explain: bool) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def of(hit: Hit, *, explain: bool) -> SearchHitData:
+        data: SearchHitData = {
             "kind": hit.item.kind,
             "id": hit.source_id,
             "item_id": hit.item.pk,

@@ -29,6 +29,7 @@ from memory_app.tenancy.models import Team
 from memory_app.usage import context_ledger
 from memory_app.usage import selectors as usage_selectors
 from memory_app.usage.models import ContextServe, LLMCall
+from memory_client.vocabulary.wire import RecalledMemory
 
 
 class ServedParts(Protocol):
@@ -125,7 +126,7 @@ def context_served_record(
     agent: str,
     served_tokens: int,
     recall_query: str = "",
-    recalled: list[dict[str, Any]] | None = None,
+    recalled: list[RecalledMemory] | None = None,
     parts: ServedParts | None = None,
 ) -> None:
     """Ledger row for one context served: what the raw history would have cost beside what was

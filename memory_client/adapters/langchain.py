@@ -66,7 +66,7 @@ def from_stored(row: Mapping[str, Any]) -> BaseMessage:
     kept = meta.get(MESSAGE_KEY) if isinstance(meta, Mapping) else None
     if isinstance(kept, Mapping):
         return messages_from_dict([dict(kept)])[0]
-    return convert_to_messages([to_openai_message(row)])[0]
+    return convert_to_messages([dict(to_openai_message(row))])[0]
 
 
 class MemsiteChatMessageHistory(BaseChatMessageHistory):

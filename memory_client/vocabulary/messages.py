@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 # The fields of a chat message as the conversation memory (and the reference library) defines
 # it: what `replace_memory` sets.
@@ -29,12 +29,43 @@ CHAT_MESSAGE_FIELDS: tuple[str, ...] = (
 # multi-agent routing (`send_from`, `send_to`) and free-form `meta`.
 MESSAGE_FIELDS: tuple[str, ...] = (*CHAT_MESSAGE_FIELDS, "send_from", "send_to", "meta")
 
+# A content part ({"type": "text", "text": ...}, {"type": "image_url", "image_url": {"url": ...}}, or
+# any other type a provider defines): kept as the writer sent it.
+ContentPart = dict[str, Any]
+
+
+class ToolCallFunction(TypedDict):
+    name: str
+    arguments: str  # JSON text, as the model wrote it
+
+
+class ToolCall(TypedDict):
+    """One tool call of an assistant message, in OpenAI's shape (stored and served alike)."""
+
+    id: str
+    type: str  # "function"
+    function: ToolCallFunction
+
+
+class LLMMessage(TypedDict):
+    """A chat message as an LLM API receives it: what `to_llm_dict` returns and /context/ serves.
+
+    `content` is None for an assistant message that only calls tools; a tool result's is text.
+    """
+
+    role: str
+    content: str | list[ContentPart] | None
+    name: NotRequired[str]
+    tool_calls: NotRequired[list[ToolCall]]
+    tool_call_id: NotRequired[str]
+    reasoning_details: NotRequired[Any]  # the provider's own reasoning records, passed on as they are
+
 
 def _compact_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _image_parts(images: list[str]) -> list[dict[str, Any]]:
+def _image_parts(images: list[str]) -> list[ContentPart]:
     return [{"type": "image_url", "image_url": {"url": url}} for url in images if url]
 
 
@@ -44,10 +75,10 @@ def _text_of(content: Any) -> str:
     return str(content)
 
 
-def _tool_message(message: Mapping[str, Any]) -> dict[str, Any]:
+def _tool_message(message: Mapping[str, Any]) -> LLMMessage:
     # OpenAI requires a string for tool results.
     content = message.get("content")
-    result: dict[str, Any] = {"role": "tool", "content": "" if content is None else _text_of(content)}
+    result: LLMMessage = {"role": "tool", "content": "" if content is None else _text_of(content)}
     if message.get("tool_call_id"):
         result["tool_call_id"] = message["tool_call_id"]
     if message.get("name"):
@@ -55,11 +86,11 @@ def _tool_message(message: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _content_for_llm(content: Any, images: list[str]) -> Any:
+def _content_for_llm(content: Any, images: list[str]) -> str | list[ContentPart] | None:
     if isinstance(content, list):
         return list(content) + _image_parts(images)
     if images:
-        parts: list[dict[str, Any]] = []
+        parts: list[ContentPart] = []
         if content is not None and _text_of(content).strip():
             parts.append({"type": "text", "text": _text_of(content)})
         return parts + _image_parts(images)
@@ -68,11 +99,12 @@ def _content_for_llm(content: Any, images: list[str]) -> Any:
     return content
 
 
-def to_llm_dict(message: Mapping[str, Any]) -> dict[str, Any]:
-    """The LLM dict: role, content, and name/tool_calls/reasoning_details when set."""
+def to_llm_dict(message: Mapping[str, Any]) -> LLMMessage:
+    """The LLM dict of a stored message (MESSAGE_FIELDS, and any other keys a row has): role,
+    content, and name/tool_calls/reasoning_details when set."""
     if message.get("role") == "tool":
         return _tool_message(message)
-    result: dict[str, Any] = {
+    result: LLMMessage = {
         "role": message["role"],
         "content": _content_for_llm(message.get("content"), list(message.get("images") or [])),
     }
@@ -95,7 +127,7 @@ def to_llm_dict(message: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
-def to_openai_message(message: Mapping[str, Any]) -> dict[str, Any]:
+def to_openai_message(message: Mapping[str, Any]) -> LLMMessage:
     """Exactly OpenAI's chat message format: no keys the API does not define."""
     result = to_llm_dict(message)
     result.pop("reasoning_details", None)
