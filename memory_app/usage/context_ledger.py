@@ -106,11 +106,14 @@ def _start_flusher() -> None:
 
 
 def _flush_every() -> None:
-    # The interval is read on every tick, so a changed setting applies within a second.
+    # The interval is read on every tick, after the sleep, so a changed setting applies within a
+    # second: deciding with the value read before the sleep flushed rows a second after batching
+    # had been turned on for an hour.
     last = time.monotonic()
+    interval = settings.CONTEXT_LEDGER_FLUSH_SECONDS
     while True:
-        interval = settings.CONTEXT_LEDGER_FLUSH_SECONDS
         time.sleep(min(interval, 1.0) if interval > 0 else 1.0)
+        interval = settings.CONTEXT_LEDGER_FLUSH_SECONDS
         if time.monotonic() - last < interval:
             continue
         last = time.monotonic()

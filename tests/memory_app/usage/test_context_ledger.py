@@ -6,6 +6,7 @@ gunicorn workers on a graceful stop."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -146,3 +147,17 @@ class Checked:
 
     def values_list(self, *fields: str, flat: bool = False) -> list[uuid.UUID]:
         return self.run(*self.args, **self.kwargs)
+
+
+def test_the_flusher_follows_a_longer_interval_from_its_next_tick(api, session_id, batched, settings) -> None:
+    settings.CONTEXT_LEDGER_FLUSH_SECONDS = 1.0
+    served(api, session_id)  # starts the flusher thread, ticking every second
+    wait_for(lambda: context_ledger.pending() == 0, timeout=10, what="the flusher's first batch")
+    time.sleep(0.3)  # its batch written, the flusher sleeps through its next second
+    settings.CONTEXT_LEDGER_FLUSH_SECONDS = 3600
+    served(api, session_id)
+    # When it wakes, and for a tick more, the row stays held for the hour now asked for.
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        assert context_ledger.pending() == 1
+        time.sleep(0.05)
