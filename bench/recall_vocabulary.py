@@ -138,7 +138,7 @@ class Hobby:
     start_questions: tuple[str, ...]  # temporal, answered by the intro's session date; {P}
     updates: tuple[str, ...]  # later mentions
     captions: tuple[str, ...]  # a photo shared with an update
-    caption_questions: tuple[str, ...]  # single-hop, answered by the caption only; {P}
+    caption_questions: tuple[str, ...]  # single-hop, answered by the caption only, one per caption in order; {P}
 
 
 HOBBIES = (
@@ -258,7 +258,7 @@ HOBBIES = (
             "Open-water swim in the lake this weekend, it was freezing.",
         ),
         ("a pair of blue goggles on the edge of an empty pool", "a swim cap covered in tiny cartoon sharks"),
-        ("What was on {P}'s swim cap?", "What did {P} photograph at the edge of the pool?"),
+        ("What did {P} photograph at the edge of the pool?", "What was on {P}'s swim cap?"),
     ),
     Hobby(
         "guitar",
@@ -331,7 +331,7 @@ HOBBIES = (
             "Learning a new groove in 7/8, my brain hurts.",
         ),
         ("a red drum kit squeezed into a small garage", "a flyer for a band called The Paper Cranes"),
-        ("What is the name of the band on {P}'s flyer?", "What colour is the kit in {P}'s photo?"),
+        ("What colour is the kit in {P}'s photo?", "What is the name of the band on {P}'s flyer?"),
     ),
     Hobby(
         "pottery",
@@ -423,7 +423,7 @@ HOBBIES = (
             "Made cinnamon rolls with the discard.",
         ),
         ("a crusty round loaf with a wheat-ear score", "a jar of bubbly starter named Doughlores"),
-        ("What is the name of {P}'s jar of starter?", "What pattern was scored on {P}'s loaf?"),
+        ("What pattern was scored on {P}'s loaf?", "What is the name of {P}'s jar of starter?"),
     ),
     Hobby(
         "chess",
