@@ -60,10 +60,30 @@ def parse_fact_output(text: str) -> list[Triple]:
         raise FactOutputError(f"the output is {type(text).__name__}, not text")
     if len(text) > MAX_OUTPUT_CHARS:
         raise FactOutputError(f"the output has {len(text)} characters (limit {MAX_OUTPUT_CHARS})")
-    items = _find_list(_unfence(text))
+    items = _find_list_in(text)
     if len(items) > MAX_TRIPLES:
         raise FactOutputError(f"the output has {len(items)} triples (limit {MAX_TRIPLES})")
     return [_triple(item, index) for index, item in enumerate(items)]
+
+
+def _find_list_in(text: str) -> list[Any]:
+    """The list in the answer's code fence, else in the whole answer.
+
+    A value may itself hold three backticks (a subject quoting code): the fence pattern then
+    ends there, or finds a fence that is not one, and the inside is no usable JSON. The whole
+    answer still is, so it is read again; when neither holds a list, the fenced reading's
+    problem is the one reported."""
+    inside = _unfence(text)
+    try:
+        return _find_list(inside)
+    except FactOutputError:
+        if inside == text:
+            raise
+        try:
+            return _find_list(text)
+        except FactOutputError:
+            pass
+        raise
 
 
 def _unfence(text: str) -> str:

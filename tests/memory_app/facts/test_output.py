@@ -306,3 +306,14 @@ def test_normalize_term_is_idempotent_and_tidy(text):
     normal = normalize_term(text)
     assert normalize_term(normal) == normal
     assert normal == normal.strip() and "  " not in normal
+
+
+@pytest.mark.parametrize("fence", ["", "```", "```json"])
+def test_a_value_holding_three_backticks_is_read_whole_fenced_or_not(fence):
+    items = [{"subject": "the ```json marker", "predicate": "starts", "object": "a code block ```"}]
+    payload = json.dumps(items)
+    if fence:
+        payload = f"{fence}\n{payload}\n```"
+    assert parse_fact_output(f"Sure!\n{payload}\n") == [
+        Triple(subject="the ```json marker", predicate="starts", object="a code block ```")
+    ]
