@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from django.db import models
 from django.db.models import Q
@@ -101,6 +102,9 @@ class Message(models.Model):
     )
     post_id = models.CharField(max_length=64, null=True, blank=True)
     token_count = models.PositiveIntegerField(default=0)
+    # When the message was said, as the writer knows it (an imported history's dates); null when
+    # not given. `created_at` stays the storage time: search and recall read this one first.
+    occurred_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -118,3 +122,8 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}#{self.seq} {self.role}"
+
+    @property
+    def said_at(self) -> datetime:
+        """The time the message belongs to: when it was said if the writer gave it, else when it was stored."""
+        return self.occurred_at or self.created_at

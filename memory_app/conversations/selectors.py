@@ -220,6 +220,9 @@ def message_export_dict(message: Message) -> dict[str, Any]:
         value = getattr(message, field)
         if value is not None:
             data[field] = value
+    if message.occurred_at is not None:
+        # ISO text, as the append accepts it: an export is imported again unchanged.
+        data["occurred_at"] = message.occurred_at.isoformat()
     return data
 
 

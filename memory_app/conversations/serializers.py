@@ -5,9 +5,11 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import empty
@@ -22,6 +24,7 @@ from memsite.parsers import INT_MAX
 
 MAX_TEXT_CHARS = 2_000_000
 _PART_TYPES = ("text", "image_url", "input_audio", "file", "refusal")
+OCCURRED_AT_MAX_AHEAD = timedelta(days=1)
 
 
 def _check_image(ref: object) -> str:
@@ -91,6 +94,42 @@ class ContentField(serializers.Field):
 
     def to_representation(self, value: Any) -> Any:
         return value
+
+
+class OccurredAtField(serializers.DateTimeField):
+    """When a message was said: an ISO 8601 datetime with its offset, at most a day ahead.
+
+    A naive time is refused rather than read in the server's zone: an imported history's
+    dates would otherwise all shift by the difference, silently. The day of slack covers
+    clock skew and time zones; anything later is a typo or a wrong epoch.
+    """
+
+    default_error_messages = {
+        "naive": "must include a timezone (an offset such as +02:00, or Z)",
+        "future": "must not be more than a day in the future",
+    }
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("allow_null", True)
+        kwargs.setdefault(
+            "help_text",
+            "When the message was said (ISO 8601 with a timezone, at most a day ahead); null when not known. "
+            "Search filters and ranks messages by it (else by created_at).",
+        )
+        super().__init__(**kwargs)
+
+    def enforce_timezone(self, value: datetime) -> datetime:
+        # DRF would make a naive time aware in the server's zone; refuse it before that happens.
+        if timezone.is_naive(value):
+            self.fail("naive")
+        return super().enforce_timezone(value)
+
+    def to_internal_value(self, value: Any) -> datetime:
+        moment = super().to_internal_value(value)
+        if moment > timezone.now() + OCCURRED_AT_MAX_AHEAD:
+            self.fail("future")
+        return moment
 
 
 class ToolFunctionSerializer(serializers.Serializer):
@@ -172,6 +211,7 @@ class MessageInputSerializer(  # type: ignore[misc]  # DRF's _writable_fields is
     send_from = serializers.CharField(max_length=200, required=False, allow_null=True)
     send_to = serializers.CharField(max_length=200, required=False, allow_null=True)
     meta = serializers.JSONField(required=False, allow_null=True)
+    occurred_at = OccurredAtField()
 
     def validate_images(self, value: list[Any] | None) -> list[str] | None:
         if not value:
@@ -233,10 +273,22 @@ class MessageOutputSerializer(serializers.ModelSerializer):
     images = serializers.JSONField(read_only=True)
     meta = serializers.JSONField(read_only=True)
     session_id = serializers.UUIDField(read_only=True)
+    occurred_at = serializers.DateTimeField(
+        read_only=True, allow_null=True, help_text="When the message was said, as written; null when not given."
+    )
 
     class Meta:
         model = Message
-        fields = ["message_id", "session_id", "seq", *MESSAGE_FIELDS, "token_count", "created_at", "updated_at"]
+        fields = [
+            "message_id",
+            "session_id",
+            "seq",
+            *MESSAGE_FIELDS,
+            "token_count",
+            "occurred_at",
+            "created_at",
+            "updated_at",
+        ]
         read_only_fields = fields
 
 

@@ -389,7 +389,7 @@ def _differs(row: Message, sent: Mapping[str, Any]) -> bool:
             stored, resent = _without_scratch(stored), _without_scratch(resent)
         if stored != resent:
             return True
-    return False
+    return row.occurred_at != sent.get("occurred_at")
 
 
 def _without_scratch(meta: Any) -> Any:
@@ -457,6 +457,7 @@ def _append(
             token_count=counts[offset],
             round_id=round_id,
             post_id=m.get("post_id"),
+            occurred_at=m.get("occurred_at"),
             **owner,
             **{field: m.get(field) for field in MESSAGE_FIELDS},
         )
@@ -513,7 +514,8 @@ def _queue_compaction(session_id: uuid.UUID) -> None:
 @transaction.atomic
 def message_update(*, message: Message, data: Mapping[str, Any]) -> Message:
     """Change a stored message's fields and recount its tokens; takes the session's row lock."""
-    changed = [field for field in MESSAGE_FIELDS if field in data]
+    # occurred_at is not a chat field (no tokens, not sent to an LLM) but may be corrected too.
+    changed = [field for field in (*MESSAGE_FIELDS, "occurred_at") if field in data]
     for field in changed:
         setattr(message, field, data[field])
     if message.role == Message.Role.TOOL and ("tool_call_id" in data or "role" in data):
