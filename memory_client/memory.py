@@ -306,8 +306,13 @@ class RemoteConversationMemory(SessionBound):
         agent_calls: list[dict[str, Any] | AgentCallMsg] | None = None,
         images: list[str] | None = None,
         tool_call_id: str | None = None,
+        occurred_at: datetime | str | None = None,
     ) -> str:
-        """Append a message (a Message, or one built from the keywords); return its message_id."""
+        """Append a message (a Message, or one built from the keywords); return its message_id.
+
+        `occurred_at` is when the message was said (an imported history's dates), a timezone-aware
+        datetime or ISO 8601 text with an offset; the server refuses a naive one (MessageError).
+        """
         if message is None:
             if role is None:
                 raise MessageError("Either a Message object or role must be provided to add.")
@@ -321,7 +326,10 @@ class RemoteConversationMemory(SessionBound):
                 images=images,
                 tool_call_id=tool_call_id,
             )
-        self._append([message.to_dict()])
+        record = message.to_dict()
+        if occurred_at is not None:
+            record["occurred_at"] = occurred_at.isoformat() if isinstance(occurred_at, datetime) else occurred_at
+        self._append([record])
         return message.message_id
 
     def update(
@@ -679,7 +687,7 @@ class RemoteConversationMemory(SessionBound):
         records = []
         for entry in messages:
             message = Message.from_dict({k: v for k, v in entry.items() if k != "message_id"})
-            extras = {k: entry[k] for k in ("send_from", "send_to", "meta") if entry.get(k) is not None}
+            extras = {k: entry[k] for k in ("send_from", "send_to", "meta", "occurred_at") if entry.get(k) is not None}
             records.append({**message.to_dict(), **extras})
         self._patch_session(patch)
         self.reset_memory()

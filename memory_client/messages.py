@@ -18,8 +18,9 @@ from typing import Any, cast
 from memory_client.errors import MessageError
 from memory_client.vocabulary.messages import MESSAGE_FIELDS, to_llm_dict
 
-# Keys of a stored/exported message the client sends back when it loads or replaces one.
-WIRE_FIELDS = MESSAGE_FIELDS
+# Keys of a stored/exported message the client sends back when it loads or replaces one: the
+# message fields and the time it was said, which is no chat field but must survive a keep_last.
+WIRE_FIELDS = (*MESSAGE_FIELDS, "occurred_at")
 
 _MAGIC = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),

@@ -279,6 +279,11 @@ MESSAGE: Schema = {
             "description": "Your own id for the message: sending it again returns the stored one instead of a copy.",
         },
         "meta": {"type": "object", "description": "Anything else to keep with the message."},
+        "occurred_at": {
+            **TIME,
+            "description": "When the message was said, if not now (e.g. an imported history): ISO 8601 with a "
+            "timezone, at most a day ahead. Search's from/to and recency use it.",
+        },
     },
     "required": ["role"],
 }
