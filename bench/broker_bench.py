@@ -26,6 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.harness import ROOT, json_option, write_figures
+from memsite.filesystem_broker import folder_options
 
 TRANSPORTS = {
     "kombu filesystem": "kombu.transport.filesystem:Transport",
@@ -39,17 +40,6 @@ WORKER_MAIN = (
 )
 
 
-def broker_options(folder: Path) -> dict[str, object]:
-    return {
-        "data_folder_in": str(folder / "queue"),
-        "data_folder_out": str(folder / "queue"),
-        "processed_folder": str(folder / "processed"),
-        "control_folder": str(folder / "control"),
-        "quarantine_folder": str(folder / "bad"),
-        "store_processed": False,
-    }
-
-
 def fresh_broker(var_dir: Path) -> Path:
     folder = var_dir / "broker"
     for name in ("queue", "processed", "control", "bad"):
@@ -58,7 +48,7 @@ def fresh_broker(var_dir: Path) -> Path:
 
 
 def connect(app: Any, transport: str, folder: Path) -> Any:
-    return app.connection_for_write("filesystem://", transport=transport, transport_options=broker_options(folder))
+    return app.connection_for_write("filesystem://", transport=transport, transport_options=folder_options(folder))
 
 
 def send_and_run(transport: str, var_dir: Path, tasks: int) -> float:
@@ -94,7 +84,7 @@ def send_and_run(transport: str, var_dir: Path, tasks: int) -> float:
         if not ready.wait(60):
             raise RuntimeError("the worker did not start")
         with app.connection_for_write(
-            "filesystem://", transport=transport, transport_options=broker_options(folder)
+            "filesystem://", transport=transport, transport_options=folder_options(folder)
         ) as conn:
             started = time.perf_counter()
             for number in range(tasks):
@@ -113,7 +103,7 @@ def sends_only(transport: str, var_dir: Path, tasks: int) -> float:
 
     folder = fresh_broker(var_dir)
     with app.connection_for_write(
-        "filesystem://", transport=transport, transport_options=broker_options(folder)
+        "filesystem://", transport=transport, transport_options=folder_options(folder)
     ) as conn:
         started = time.perf_counter()
         for number in range(tasks):
@@ -126,7 +116,7 @@ def channel_round_trips(transport: str, var_dir: Path, messages: int) -> float:
     from kombu import Connection
 
     folder = fresh_broker(var_dir)
-    with Connection("filesystem://", transport=transport, transport_options=broker_options(folder)) as conn:
+    with Connection("filesystem://", transport=transport, transport_options=folder_options(folder)) as conn:
         channel = conn.default_channel
         payload = {"body": "e30=", "properties": {"delivery_tag": "t", "delivery_info": {}, "body_encoding": "base64"}}
         started = time.perf_counter()

@@ -42,6 +42,19 @@ DEFAULT_UNREADABLE_GRACE = 5.0
 ABANDONED_WRITE_AFTER = 60.0
 
 
+def folder_options(folder: Path) -> dict[str, object]:
+    """The transport options of a broker kept in `folder`: its queue, control, processed and
+    quarantine folders (the settings, the tests and the broker bench all build them here)."""
+    return {
+        "data_folder_in": str(folder / "queue"),
+        "data_folder_out": str(folder / "queue"),
+        "processed_folder": str(folder / "processed"),
+        "control_folder": str(folder / "control"),
+        "quarantine_folder": str(folder / "bad"),
+        "store_processed": False,
+    }
+
+
 def write_message_file(path: Path, content: bytes) -> None:
     """Write `content` to `path` so that no other process ever sees part of it.
 

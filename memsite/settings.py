@@ -9,6 +9,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from memsite.env import env_bool, env_choice, env_float, env_int, env_list, env_str
+from memsite.filesystem_broker import folder_options
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("MEMSITE_VAR_DIR", str(BASE_DIR / "var")))
@@ -229,14 +230,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     # kombu's filesystem transport can stop the worker on a message file it reads half-written;
     # this subclass writes whole files and sets unreadable ones aside in "bad" (memsite/filesystem_broker.py).
     CELERY_BROKER_TRANSPORT = "memsite.filesystem_broker:Transport"
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(BROKER_DIR / "queue"),
-        "data_folder_out": str(BROKER_DIR / "queue"),
-        "processed_folder": str(BROKER_DIR / "processed"),
-        "control_folder": str(BROKER_DIR / "control"),
-        "quarantine_folder": str(BROKER_DIR / "bad"),
-        "store_processed": False,
-    }
+    CELERY_BROKER_TRANSPORT_OPTIONS = folder_options(BROKER_DIR)
 # Job state lives in database rows (the ops view reads those), so no result backend.
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True

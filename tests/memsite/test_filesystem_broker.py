@@ -15,20 +15,14 @@ from kombu import Connection, Consumer, Exchange, Producer, Queue
 from kombu.transport.virtual import Channel
 
 from memsite import filesystem_broker
+from memsite.filesystem_broker import folder_options
 
 TRANSPORT = "memsite.filesystem_broker:Transport"
 GRACE = 5.0
 
 
 def options(folder: Path) -> dict[str, object]:
-    return {
-        "data_folder_in": str(folder / "queue"),
-        "data_folder_out": str(folder / "queue"),
-        "processed_folder": str(folder / "processed"),
-        "control_folder": str(folder / "control"),
-        "quarantine_folder": str(folder / "bad"),
-        "unreadable_grace": GRACE,
-    }
+    return {**folder_options(folder), "unreadable_grace": GRACE}
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from memory_app.facts import extraction as fact_extraction
 from memory_app.facts.models import FactExtractionRun
 from memory_app.jobs import JobKind
 from memsite.celery import app as celery_app
-from memsite.filesystem_broker import DEFAULT_UNREADABLE_GRACE, Transport
+from memsite.filesystem_broker import DEFAULT_UNREADABLE_GRACE, Transport, folder_options
 from tests.conftest import fill, make_tenant, managed_session
 from tests.worker_process import Worker, wait_for
 
@@ -37,21 +37,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 EMBEDDED_TRANSPORT = "memsite.filesystem_broker:Transport"
 
 
-def broker_options(folder: Path) -> dict[str, object]:
-    """The transport options memsite/settings.py gives the embedded broker, in `folder`."""
-    return {
-        "data_folder_in": str(folder / "queue"),
-        "data_folder_out": str(folder / "queue"),
-        "processed_folder": str(folder / "processed"),
-        "control_folder": str(folder / "control"),
-        "quarantine_folder": str(folder / "bad"),
-        "store_processed": False,
-    }
-
-
 def embedded_broker_connection() -> Connection:
     return celery_app.connection_for_write(
-        "filesystem://", transport=EMBEDDED_TRANSPORT, transport_options=broker_options(django_settings.BROKER_DIR)
+        "filesystem://", transport=EMBEDDED_TRANSPORT, transport_options=folder_options(django_settings.BROKER_DIR)
     )
 
 
@@ -99,7 +87,7 @@ def half_of_a_real_message(kind: JobKind, job_id: Any, scratch: Path) -> bytes:
     queue_name = kind.setting(kind.queue_setting)
     # kombu remembers, per process, the bindings it declared: this new folder needs its own.
     Transport.global_state.clear()
-    with Connection("filesystem://", transport=EMBEDDED_TRANSPORT, transport_options=broker_options(scratch)) as conn:
+    with Connection("filesystem://", transport=EMBEDDED_TRANSPORT, transport_options=folder_options(scratch)) as conn:
         Queue(queue_name, Exchange(queue_name), routing_key=queue_name)(conn.default_channel).declare()
         import_string(kind.task).apply_async(args=(str(job_id),), queue=queue_name, connection=conn)
     [message] = (scratch / "queue").iterdir()
