@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import traceback
@@ -33,6 +32,7 @@ from typing import IO, Any
 
 import httpx
 
+from memory_client.vocabulary.strict_json import loads_strict
 from memory_client.vocabulary.wire import RequestId, RpcAnswer, RpcFailure
 
 PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
@@ -138,23 +138,12 @@ def _header_value(value: str) -> str:
     return value if value.isascii() and value.isprintable() else ""
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite_float(literal: str) -> float:
-    value = float(literal)
-    if not math.isfinite(value):
-        raise ValueError(f"{literal[:40]} is not JSON: only Infinity could hold it")
-    return value
-
-
 def strict_json(text: str | bytes) -> Any:
     """JSON text as values, or ValueError: refuses NaN and Infinity (which Python's json reads by
     default and no JSON parser does) and nesting past MAX_ANSWER_DEPTH (which could not be
     written back)."""
     try:
-        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        value = loads_strict(text)
     except RecursionError as error:  # the decoder's own stack, past ~1000 levels
         raise ValueError(f"nested more than {MAX_ANSWER_DEPTH} levels deep") from error
     if _nests_deeper_than(value, MAX_ANSWER_DEPTH):

@@ -21,14 +21,13 @@ answer can carry. The REST API's parser and the MCP endpoint both read bodies th
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Any
 
 from django.conf import settings
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 
+from memory_client.vocabulary.strict_json import loads_strict
 from memsite.errors import InvalidInput
 from memsite.fields import is_scalar_text
 
@@ -89,17 +88,6 @@ def check_body(data: Any) -> Any:
     return data
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite_float(literal: str) -> float:
-    value = float(literal)
-    if not math.isfinite(value):
-        raise ValueError(f"{literal[:40]} is beyond a 64-bit float (only Infinity could hold it, which is not JSON)")
-    return value
-
-
 def parse_json(raw: bytes, *, encoding: str = "utf-8") -> Any:
     """The JSON body in `raw` once it meets every rule above.
 
@@ -108,7 +96,7 @@ def parse_json(raw: bytes, *, encoding: str = "utf-8") -> Any:
     Django's DATA_UPLOAD_MAX_MEMORY_SIZE refuse an oversized body before anything reads it.
     """
     try:
-        data = json.loads(raw.decode(encoding), parse_constant=_refuse_constant, parse_float=_finite_float)
+        data = loads_strict(raw.decode(encoding))
     except RecursionError as exc:  # the C decoder's own stack limit, past ~1000 levels
         raise ParseError(f"JSON parse error - {DEPTH_PROBLEM}") from exc
     except (ValueError, LookupError) as exc:  # UnicodeDecodeError is a ValueError; LookupError: unknown charset
