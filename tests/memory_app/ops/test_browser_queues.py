@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from memory_app.compaction import services as compaction
 from memory_app.conversations.models import Session
 from memory_app.ops import pages as ops_pages
-from tests.browser_kit import CHROMIUM, LAUNCH_ARGS
+from tests.browser_kit import browser
 from tests.celery_worker import celery_worker_argv
 from tests.memory_app.compaction.compacted_world import build_compacted_world
 from tests.memory_app.conversations.test_browser import log_in
@@ -92,8 +92,6 @@ class PingWorker:
 def test_operators_watch_the_queues_refresh_and_retry_a_failure(
     live_server, compacted: dict[str, str], monkeypatch
 ) -> None:
-    if not CHROMIUM.exists():
-        pytest.fail("Debian's chromium is missing: apt-get update && apt-get install -y chromium")
     # The operator of the deployment: the failure is another team's ("research").
     get_user_model().objects.filter(username="ada").update(is_superuser=True)
     monkeypatch.setattr(ops_pages, "OPS_REFRESH_SECONDS", 1)
@@ -103,41 +101,37 @@ def test_operators_watch_the_queues_refresh_and_retry_a_failure(
     worker = PingWorker()
     try:
         worker_name = worker.wait_until_it_answers()
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
-            try:
-                page = browser.new_page(viewport={"width": 1280, "height": 900})
-                log_in(page, live_server.url)
-                page.get_by_role("link", name="Ops").click()
-                expect(page.get_by_role("heading", name="Ops")).to_be_visible()
+        with browser() as opened:
+            page = opened.new_page(viewport={"width": 1280, "height": 900})
+            log_in(page, live_server.url)
+            page.get_by_role("link", name="Ops").click()
+            expect(page.get_by_role("heading", name="Ops")).to_be_visible()
 
-                queue = page.locator("#queue-compaction")
-                expect(queue.locator(".stat-pending dd")).to_have_text("1")
-                expect(queue.locator(".stat-failed dd")).to_contain_text("1")
-                expect(queue.locator(".stat-age dd")).to_contain_text("3 min")
-                # A broadcast answer can miss one ping's window; the page remembers it once seen.
-                expect(page.locator(".workers code.worker")).to_have_text(worker_name, timeout=15_000)
-                failure = queue.locator("table.failures tbody tr")
-                expect(failure).to_have_count(1)
-                expect(failure.locator(".team-tag")).to_have_text("research")
-                expect(failure).to_contain_text("429 Too Many Requests")
-                page.screenshot(path=str(OPS_SCREENSHOT), full_page=True)
+            queue = page.locator("#queue-compaction")
+            expect(queue.locator(".stat-pending dd")).to_have_text("1")
+            expect(queue.locator(".stat-failed dd")).to_contain_text("1")
+            expect(queue.locator(".stat-age dd")).to_contain_text("3 min")
+            # A broadcast answer can miss one ping's window; the page remembers it once seen.
+            expect(page.locator(".workers code.worker")).to_have_text(worker_name, timeout=15_000)
+            failure = queue.locator("table.failures tbody tr")
+            expect(failure).to_have_count(1)
+            expect(failure.locator(".team-tag")).to_have_text("research")
+            expect(failure).to_contain_text("429 Too Many Requests")
+            page.screenshot(path=str(OPS_SCREENSHOT), full_page=True)
 
-                # The page polls its partial: a job queued now shows up without a reload.
-                run_in_thread(
-                    lambda: compaction.compaction_request(
-                        session=Session.objects.get(external_id="norway-trip"), trigger="manual"
-                    )
+            # The page polls its partial: a job queued now shows up without a reload.
+            run_in_thread(
+                lambda: compaction.compaction_request(
+                    session=Session.objects.get(external_id="norway-trip"), trigger="manual"
                 )
-                expect(queue.locator(".stat-pending dd")).to_have_text("2", timeout=10_000)
+            )
+            expect(queue.locator(".stat-pending dd")).to_have_text("2", timeout=10_000)
 
-                failure.get_by_role("button", name="Retry").click()
-                flash = page.locator(".flash")
-                expect(flash).to_contain_text("queued a new job for session lit-review-7", timeout=10_000)
-                expect(page.locator("#queue-compaction .stat-pending dd")).to_have_text("3")
-                expect(page.locator("#queue-compaction table.failures .pill")).to_have_text("retried")
-            finally:
-                browser.close()
+            failure.get_by_role("button", name="Retry").click()
+            flash = page.locator(".flash")
+            expect(flash).to_contain_text("queued a new job for session lit-review-7", timeout=10_000)
+            expect(page.locator("#queue-compaction .stat-pending dd")).to_have_text("3")
+            expect(page.locator("#queue-compaction table.failures .pill")).to_have_text("retried")
     finally:
         worker.stop()
     assert OPS_SCREENSHOT.stat().st_size > 10_000
