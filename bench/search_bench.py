@@ -625,17 +625,26 @@ def fused_rank(
     row: dict[str, Any], texts: Sequence[str], first_id: int, half_life: float, *, variant: str
 ) -> int | None:
     """The memory's rank when the question's two candidate lists are fused by `variant`:
-    "no recency": the product's fusion (fusion.rrf, each lexical rank weighted by the square of
-    the share of the query's terms the item contains) without the recency factor; "first": the
+    "no recency": the product's relevance model (fusion.Features) without the recency factor (a
+    candidate only the words found gets similarity 0 here: the lists keep no vectors); "first": the
     first fusion, plain RRF with K=60 and a recency factor between 0.5 and 1 (see bench/README.md)."""
     from memory_app.search import fusion
 
-    terms = fusion.query_terms(row["question"])
     ranked = fusion.fuse([tuple(x) for x in row["lexical_list"]], [tuple(x) for x in row["vector_list"]])
+    best_lexical = max((item.lexical_score or 0.0 for item in ranked), default=0.0) or 1.0
+    best_similarity = max((item.vector_similarity or 0.0 for item in ranked), default=0.0)
     scored = []
     for item in ranked:
         if variant == "no recency":
-            value = fusion.rrf(item, lexical_weight=fusion.coverage(texts[item.item_id - first_id], terms) ** 2)
+            similarity = item.vector_similarity or 0.0
+            value = fusion.Features(
+                lexical_share=(item.lexical_score or 0.0) / best_lexical,
+                similarity=similarity,
+                similarity_gap=similarity - best_similarity,
+                substance=fusion.substance(texts[item.item_id - first_id], kind="message"),
+                speaker_named=False,
+                in_time=False,
+            ).relevance()
         else:
             value = sum(1 / (FIRST_K + rank) for rank in (item.lexical_rank, item.vector_rank) if rank is not None)
             age = row["age_days"][str(item.item_id)]

@@ -539,9 +539,10 @@ def message_update(*, message: Message, data: Mapping[str, Any]) -> Message:
 @transaction.atomic
 def message_delete(*, message: Message) -> None:
     """Delete one message and recount the session's tokens; takes the session's row lock."""
-    session_id = message.session_id
+    session_id, seq = message.session_id, message.seq
     message.delete()
     _recount_active_tokens(session_id)
+    search.index_after_message_delete(session_id=session_id, seq=seq)
 
 
 def _recount_active_tokens(session_id: uuid.UUID) -> None:

@@ -9,7 +9,7 @@ from django.db import migrations, models
 def _install_engines(apps, schema_editor) -> None:  # type: ignore[no-untyped-def]
     from memory_app.search import schema
 
-    schema.install_lexical(schema_editor.connection)
+    schema.install_lexical(schema_editor.connection, text_only=True)
     schema.install_pgvector(schema_editor.connection)
 
 

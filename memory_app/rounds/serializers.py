@@ -11,7 +11,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer
 
 from memory_app.conversations.models import Message
-from memory_app.conversations.serializers import MAX_TEXT_CHARS
+from memory_app.conversations.serializers import MAX_TEXT_CHARS, OccurredAtField
 from memory_app.facts.serializers import StrictCharField
 from memory_app.rounds import selectors as round_selectors
 from memory_app.rounds.models import Post, Round, ScratchEntry, SharedMemoryEntry
@@ -86,6 +86,7 @@ class PostInputSerializer(serializers.Serializer):
         required=False,
         help_text='Chat role of the message; default "user" from User, else "assistant" (never "tool").',
     )
+    occurred_at = OccurredAtField()
 
     def validate_role(self, value: str) -> str:
         if value == Message.Role.TOOL:

@@ -127,7 +127,8 @@ def post_create(*, round_: Round, post: Mapping[str, Any]) -> PostResult:
     and its attachments. A `shared_memory_entry` attachment also records the entry it carries.
 
     `post` is validated: message, send_from, send_to, attachment_list [{type, content, extra, id}],
-    optional role, message_id (retry-safe as for messages) and id (the post id).
+    optional role, message_id (retry-safe as for messages), occurred_at (when it was said)
+    and id (the post id).
     """
     session = round_.session
     record = {
@@ -139,6 +140,8 @@ def post_create(*, round_: Round, post: Mapping[str, Any]) -> PostResult:
     }
     if post.get("message_id"):
         record["message_id"] = post["message_id"]
+    if post.get("occurred_at") is not None:
+        record["occurred_at"] = post["occurred_at"]
     result = services.message_append(session=session, messages=[record], path="", round_id=round_.pk)
     message = result.messages[0]
     if result.replayed:

@@ -60,6 +60,7 @@ class Doc:
     seq: int | None = None
     valid_from: datetime | None = None
     invalidated_at: datetime | None = None
+    context: str = ""  # words that help find it, not its own (see SearchItem.context)
 
     @property
     def text_hash(self) -> str:
@@ -76,15 +77,63 @@ def _tool_call_text(tool_calls: Any) -> str:
     return "\n".join(parts)
 
 
+# Keys an image part may carry its description under: OpenAI's format has none, so clients and
+# importers use these (a shared photo's object is often named only in its caption).
+IMAGE_CAPTION_KEYS = ("caption", "alt", "alt_text", "description", "detail_text")
+# How much of the turn a message answers goes into its context: enough for the question's words.
+PREVIOUS_TURN_CHARS = 400
+
+
+def _image_captions(content: Any) -> list[str]:
+    captions: list[str] = []
+    for part in content if isinstance(content, list) else []:
+        if not isinstance(part, Mapping) or part.get("type") != "image_url":
+            continue
+        for holder in (part, part.get("image_url")):
+            if isinstance(holder, Mapping):
+                captions += [holder[key].strip() for key in IMAGE_CAPTION_KEYS if isinstance(holder.get(key), str)]
+    return [caption for caption in captions if caption]
+
+
 def message_text(message: Message) -> str:
     text = content_text(message.content) if message.content is not None else ""
+    images = " ".join(f"[image: {caption}]" for caption in _image_captions(message.content))
     calls = _tool_call_text(message.tool_calls)
-    return "\n".join(part for part in (text, calls) if part)
+    return "\n".join(part for part in (text, images, calls) if part)
 
 
-def message_docs(message: Message, *, agent: str = "") -> Iterator[Doc]:
+def speaker_of(message: Message, *, agent: str = "") -> str:
+    """Who said it: the message's `name`, else who sent it (rounds), else the session's agent."""
+    return message.name or message.send_from or agent or ""
+
+
+def without_speaker_label(text: str, speaker: str) -> str:
+    """`text` without a leading "<speaker>:" label (chat exports and benchmarks write turns so).
+
+    What is embedded: the label would make every turn of a speaker look alike to the model, so a
+    question naming one person finds that person's small talk before the other's answer. The
+    label stays in the text the words are matched on."""
+    if speaker and text[: len(speaker) + 1].lower() == f"{speaker.lower()}:":
+        return text[len(speaker) + 1 :].lstrip()
+    return text
+
+
+def message_context(message: Message, *, speaker: str, previous: Message | None) -> str:
+    """The words that help find a message besides its own: its speaker (when its text does not
+    already open with the name) and the start of the turn it answers."""
+    parts = [] if not speaker or message_text(message).lower().startswith(speaker.lower()) else [speaker]
+    if previous is not None:
+        before = without_speaker_label(message_text(previous), speaker_of(previous))
+        parts.append(before[:PREVIOUS_TURN_CHARS])
+    return "\n".join(part for part in parts if part)
+
+
+def message_docs(message: Message, *, agent: str = "", previous: Message | None = None) -> Iterator[Doc]:
+    """A message's pieces; `previous` is the message before it in its session, whose words help
+    find it (the hit still points at this message)."""
     links = {"session_id": message.session_id, "message_id": message.pk}
-    who = message.name or message.send_from or agent
+    who = speaker_of(message, agent=agent)
+    context = message_context(message, speaker=who, previous=previous)
     for position, piece in enumerate(chunks(message_text(message))):
         yield Doc(
             kind=SearchKind.MESSAGE,
@@ -93,9 +142,10 @@ def message_docs(message: Message, *, agent: str = "") -> Iterator[Doc]:
             text=piece,
             occurred_at=message.said_at,
             links=links,
-            agent=who or "",
+            agent=who,
             role=message.role,
             seq=message.seq,
+            context=context,
         )
 
 
@@ -111,7 +161,7 @@ def attachment_docs(attachment: Attachment, message: Message, *, agent: str = ""
             text=piece,
             occurred_at=message.said_at,
             links=links,
-            agent=message.name or message.send_from or agent,
+            agent=speaker_of(message, agent=agent),
             role=attachment.type,
             seq=message.seq,
         )

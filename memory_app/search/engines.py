@@ -10,8 +10,10 @@ newest SEARCH_EXACT_MAX_ITEMS at most. Only vectors of the configured model are 
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +24,7 @@ from django.db.models import FloatField, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from memory_app.search import schema
-from memory_app.search.models import SearchItem
+from memory_app.search.models import SearchItem, SearchKind
 
 
 @dataclass(frozen=True)
@@ -80,34 +82,119 @@ def lexical(filters: Filters, terms: Sequence[str], limit: int) -> list[tuple[in
     return _sqlite_lexical(filters, terms, limit)
 
 
+# How much a word of an item's context (its speaker, the turn it answers) counts against a word of
+# its own text: enough that a reply is found by its question's words, never above a turn that holds
+# them itself. Fitted with the fusion on the development set (docs/recall.md).
+CONTEXT_WEIGHT = 0.35
+# Okapi BM25's usual constants: k1 saturates a word's repeats, b normalises by length. SQLite's FTS5
+# uses the same values, so both databases rank words alike.
+BM25_K1 = 1.2
+BM25_B = 0.75
 # PostgreSQL ranks at most this many matching items: each query word brings its newest
-# LEXICAL_RANKED_MATCHES // len(terms) matches. ts_rank_cd reads every ranked item's tsvector, so
+# LEXICAL_RANKED_MATCHES // len(terms) matches. Ranking reads every ranked item's tsvector, so
 # ranking all matches grows with the team (the words are OR-ed: a common one matches much of it);
 # per word, a rare word's matches all stay in, however many newer items a common word matches.
 # Finding the matches still reads each word's matches in the team (a bitmap heap scan, ~1 us each).
 LEXICAL_RANKED_MATCHES = 2000
+# A word's document frequency is counted up to this many items: past it the word is common and its
+# weight (idf) barely moves, while counting every match of it would grow with the team.
+DOCUMENT_FREQUENCY_CAP = 20000
+# A team's item count and mean item length (BM25's N and avgdl) change slowly: asked once a while.
+TEAM_STATISTICS_TTL_SECONDS = 300.0
+_team_statistics: dict[tuple[str, int], tuple[int, float, float]] = {}  # (db, team) -> (N, avgdl, when)
 
 
 def _postgres_lexical(filters: Filters, terms: Sequence[str], limit: int) -> list[tuple[int, float]]:
-    # Terms are letters and digits only (fusion.query_terms); the SQL is this module's text and the
-    # user's words travel as parameters.
-    query = f"to_tsquery('{schema.TS_CONFIG}', %s)"
+    """Okapi BM25 over the team's items (as SQLite's FTS5 computes it), context words weighted
+    CONTEXT_WEIGHT: PostgreSQL's own ts_rank_cd rewards words standing close together, which
+    ranks a question's answer below texts that merely repeat one of its words."""
+    lexemes = _postgres_lexemes(terms)
+    if not lexemes:
+        return []
+    count, average_length = _postgres_team_statistics(filters.team_id)
+    idf = _postgres_idf(filters.team_id, lexemes, count)
+    # Lexemes are what to_tsvector made of the user's words, matched as they are (quoted, not
+    # stemmed again); the SQL is this module's text and every value travels as a parameter.
+    query = "%s::tsquery"
     where, where_params = _item_conditions(candidates(filters))
-    per_word = max(1, LEXICAL_RANKED_MATCHES // len(terms))
+    per_word = max(1, LEXICAL_RANKED_MATCHES // len(lexemes))
     newest = (
         f"(SELECT id FROM {schema.TABLE} WHERE {where} AND search_tsv @@ {query} "  # noqa: S608
         "ORDER BY occurred_at DESC, id DESC LIMIT %s)"
     )
+    # tf: a word's places in the item, a context place (weight D) counting CONTEXT_WEIGHT; the
+    # item's length is its number of distinct words (the tsvector's length: no need to unnest it).
     sql = (
-        f"SELECT id, ts_rank_cd(search_tsv, {query}, 32) AS rank FROM {schema.TABLE} "  # noqa: S608
-        f"WHERE id IN ({' UNION '.join([newest] * len(terms))}) ORDER BY rank DESC, id DESC LIMIT %s"
+        "SELECT c.id, SUM(w.idf * u.tf * %s / (u.tf + %s * (1 - %s + %s * length(c.search_tsv) / %s))) AS score "  # noqa: S608
+        f"FROM {schema.TABLE} c, LATERAL (SELECT lexeme, "
+        "cardinality(weights) - %s * cardinality(array_positions(weights, 'D')) AS tf "
+        "FROM unnest(c.search_tsv)) u, unnest(%s::text[], %s::float8[]) AS w(lexeme, idf) "
+        f"WHERE u.lexeme = w.lexeme AND c.id IN ({' UNION '.join([newest] * len(lexemes))}) "
+        "GROUP BY c.id ORDER BY score DESC, c.id DESC LIMIT %s"
     )
-    params: list[Any] = [" | ".join(terms)]
-    for term in terms:
-        params += [*where_params, term, per_word]
+    params: list[Any] = [
+        BM25_K1 + 1.0,
+        BM25_K1,
+        BM25_B,
+        BM25_B,
+        max(average_length, 1.0),
+        1.0 - CONTEXT_WEIGHT,
+        list(lexemes),
+        [idf[lexeme] for lexeme in lexemes],
+    ]
+    for lexeme in lexemes:
+        params += [*where_params, _tsquery_literal(lexeme), per_word]
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, limit])
-        return [(int(item_id), float(rank)) for item_id, rank in cursor.fetchall()]
+        return [(int(item_id), float(score)) for item_id, score in cursor.fetchall()]
+
+
+def _postgres_lexemes(terms: Sequence[str]) -> list[str]:
+    """The query's words as the full-text configuration stems them (its stopwords dropped), each once."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('{schema.TS_CONFIG}', %s)))",
+            [" ".join(terms)],
+        )
+        found = {row[0] for row in cursor.fetchall()}
+    return sorted(found)
+
+
+def _postgres_team_statistics(team_id: int) -> tuple[int, float]:
+    key = (str(connection.settings_dict["NAME"]), team_id)
+    known = _team_statistics.get(key)
+    if known is not None and time.monotonic() - known[2] < TEAM_STATISTICS_TTL_SECONDS:
+        return known[0], known[1]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT count(*), coalesce(avg(length(search_tsv)), 1) FROM {schema.TABLE} WHERE team_id = %s",  # noqa: S608
+            [team_id],
+        )
+        count, average = cursor.fetchone()
+    _team_statistics[key] = (int(count), float(average), time.monotonic())
+    return int(count), float(average)
+
+
+def _postgres_idf(team_id: int, lexemes: Sequence[str], count: int) -> dict[str, float]:
+    """Each lexeme's idf in the team, ln(1 + (N - n + 0.5) / (n + 0.5)) (never negative)."""
+    counts = " UNION ALL ".join(
+        f"SELECT %s, count(*) FROM (SELECT 1 FROM {schema.TABLE} WHERE team_id = %s "  # noqa: S608
+        "AND search_tsv @@ %s::tsquery LIMIT %s) AS m"
+        for _ in lexemes
+    )
+    params: list[Any] = []
+    for lexeme in lexemes:
+        params += [lexeme, team_id, _tsquery_literal(lexeme), DOCUMENT_FREQUENCY_CAP]
+    with connection.cursor() as cursor:
+        cursor.execute(counts, params)
+        frequency = {str(lexeme): int(n) for lexeme, n in cursor.fetchall()}
+    total = max(count, max(frequency.values(), default=0))
+    return {lexeme: math.log(1.0 + (total - n + 0.5) / (n + 0.5)) for lexeme, n in frequency.items()}
+
+
+def _tsquery_literal(lexeme: str) -> str:
+    """A lexeme as a tsquery operand, quoted (it came from to_tsvector: it may hold any character)."""
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def _sqlite_lexical(filters: Filters, terms: Sequence[str], limit: int) -> list[tuple[int, float]]:
@@ -115,13 +202,14 @@ def _sqlite_lexical(filters: Filters, terms: Sequence[str], limit: int) -> list[
     where, params = _item_conditions(candidates(filters))
     # CROSS JOIN keeps the full-text table outermost: FTS5 runs the MATCH once and each hit is
     # looked up by primary key. Left to the planner, it runs the MATCH once per item of the team.
+    # bm25()'s arguments weight the columns: text 1, context CONTEXT_WEIGHT.
     sql = (
-        f"SELECT {schema.FTS_TABLE}.rowid, -bm25({schema.FTS_TABLE}) AS score "  # noqa: S608
+        f"SELECT {schema.FTS_TABLE}.rowid, -bm25({schema.FTS_TABLE}, 1.0, %s) AS score "  # noqa: S608
         f"FROM {schema.FTS_TABLE} CROSS JOIN {schema.TABLE} ON {schema.TABLE}.id = {schema.FTS_TABLE}.rowid "
         f"WHERE {schema.FTS_TABLE} MATCH %s AND {where} ORDER BY score DESC, {schema.FTS_TABLE}.rowid DESC LIMIT %s"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [match, *params, limit])
+        cursor.execute(sql, [CONTEXT_WEIGHT, match, *params, limit])
         return [(int(item_id), float(value)) for item_id, value in cursor.fetchall()]
 
 
@@ -188,3 +276,17 @@ def _exact_cosine(
     best = np.argpartition(-similarities, take - 1)[:take]
     best = best[np.argsort(-similarities[best], kind="stable")]
     return [(int(ids[i]), float(similarities[i])) for i in best]
+
+
+def latest_time(filters: Filters) -> datetime | None:
+    """The latest time anything searched was said or written: what "now" means to the time a query
+    names. One indexed read per kind (the team-kind-time index)."""
+    kinds = filters.kinds or tuple(SearchKind.values)
+    latest = [
+        candidates(replace(filters, kinds=(kind,)))
+        .order_by("-occurred_at")
+        .values_list("occurred_at", flat=True)
+        .first()
+        for kind in kinds
+    ]
+    return max((moment for moment in latest if moment is not None), default=None)

@@ -13,14 +13,14 @@ each naming the turns that hold its evidence:
 
 Ids are strings; turn, session and question ids are unique within their conversation (evidence
 names turns of its own conversation), conversation ids within the file. A date is ISO 8601 (a
-day, or a day and a time).
+day, or a day and a time); one without an offset is UTC (`session_time`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
@@ -216,10 +216,17 @@ def _check_questions(conversation: Mapping[str, Any], *, turn_ids: set[str], whe
 
 def _is_iso_date(value: str) -> bool:
     try:
-        datetime.fromisoformat(value)
+        session_time(value)
     except ValueError:
         return False
     return True
+
+
+def session_time(date: str) -> datetime:
+    """When a session took place, as an aware datetime: its ISO 8601 `date` (a day is its
+    midnight), read as UTC when it has no offset. ValueError when it is not such a date."""
+    moment = datetime.fromisoformat(date)
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
 def _conversation(data: Mapping[str, Any]) -> Conversation:

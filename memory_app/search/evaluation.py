@@ -31,7 +31,7 @@ from memory_app.jobs import JobKind
 from memory_app.search import engines, selectors
 from memory_app.search import services as search_index
 from memory_app.search.embeddings import get_embedder
-from memory_app.search.evalset import CATEGORIES, Conversation, EvalSet, message_content
+from memory_app.search.evalset import CATEGORIES, Conversation, EvalSet, message_content, session_time
 from memory_app.search.models import IndexRun, SearchItem, SearchKind
 from memory_app.search.recall_measures import Bm25Index, mean_figures, question_figures
 from memory_app.tenancy import services as tenancy
@@ -123,7 +123,8 @@ class LoadedConversation:
 
 def conversation_load(*, conversation: Conversation, team: Team) -> LoadedConversation:
     """The conversation in a fresh team: one session per dated session (its date and ids in the
-    session's metadata), one message per turn, appended as the API appends them."""
+    session's metadata), one message per turn, appended as the API appends them, said at the
+    session's date (UTC when the date has no offset), so search's time filters see the evalset's time."""
     turn_of_message: dict[uuid.UUID, str] = {}
     for session_data in conversation["sessions"]:
         session = conversations.session_create(
@@ -131,8 +132,9 @@ def conversation_load(*, conversation: Conversation, team: Team) -> LoadedConver
             external_id=f"{conversation['id']}/{session_data['id']}"[:255],
             metadata={"conversation": conversation["id"], "session": session_data["id"], "date": session_data["date"]},
         )
+        said_at = session_time(session_data["date"])
         messages = [
-            {"role": TURN_ROLE, "name": turn["speaker"], "content": message_content(turn)}
+            {"role": TURN_ROLE, "name": turn["speaker"], "content": message_content(turn), "occurred_at": said_at}
             for turn in session_data["turns"]
         ]
         appended = conversations.message_append(session=session, messages=messages)

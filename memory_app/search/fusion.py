@@ -1,30 +1,54 @@
-"""How the two engines' rankings become one list (pure functions, no database).
+"""How the two engines' candidates become one list (pure functions, no database).
 
-Reciprocal-rank fusion (Cormack et al., 2009): an item's fused score is the sum over the engines
-that found it of 1 / (K + its rank there), so the engines' incomparable scores (BM25, cosine)
-never need calibrating. Two choices, measured on the planted-memory set of bench/search_bench.py:
-K is small (10, not the paper's 60), so each list's first places count: at 60, rank 1 and rank 40
-differ by 40 % and any item both engines list anywhere outranks the best item one engine found.
-And a word match counts by how much of the question it covers (squared): the words are OR-ed, so
-a text sharing one common word of six with the question is weak evidence, all six strong.
-The fused score is then weighted by kind and, gently, by recency (it breaks ties between equally
-ranked items; it must not reorder ranks). Items no longer live (invalidated facts, archived
+Each candidate's relevance is a weighted sum of what the engines and the item say about it, a
+logistic model fitted on the development set of `bench/recall_sets.py` (175 questions over 2,303
+dated turns) and reported on its separate test set (docs/recall.md has the figures):
+
+- its word match, as a share of the best word match of this query (BM25 score / the top score:
+  BM25's scale changes from query to query, its ratio does not);
+- its similarity to the query by meaning (cosine), and how far it is below the best one: a
+  candidate close to the best is likely as good, one far below it likely noise;
+- its substance: how many content words it holds, up to SUBSTANCE_WORDS, for raw conversation
+  (messages, attachments). A short reply ("Cool! What did it look like?") is close in meaning to
+  many questions and holds no answer: without this, short generic turns found by meaning alone
+  crowd out a strong word match. Distilled memories (facts, summaries ...) count in full;
+- whether the query names its speaker (a gentle nudge: a question may name the wrong person);
+- whether it was said within the time the query names ("in March 2023", "last July").
+
+Rank fusion (RRF, the previous method) threw the scores away and kept the ranks: a turn the words
+rank 3rd with 90 % of the top score weighed like one with 10 %, and a short generic turn the model
+ranks 1st outranked both. The relevance is then weighted by kind and, gently, by recency (it orders
+near-ties; it must not reorder clear differences). Items no longer live (invalidated facts, archived
 record entries, disabled experiences) come after every live one: they only appear when a search
 asks for them, and never outrank their replacement.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-RRF_K = 10
+# The relevance model: each weight multiplies one feature (see Features); fitted by logistic
+# regression on the development set (bench/recall_sets.py --seed 1), rounded. BIAS makes the
+# relevance a probability-like figure between 0 and 1; it does not change the order.
+WEIGHT_LEXICAL = 2.5
+WEIGHT_SIMILARITY = 2.0
+WEIGHT_SIMILARITY_GAP = 4.25
+WEIGHT_SUBSTANCE = 4.25
+WEIGHT_SPEAKER = 0.3
+WEIGHT_TIME = 3.0
+BIAS = -7.4
+# A turn of this many content words (stopwords aside) or more has full substance.
+SUBSTANCE_WORDS = 8
+# Kinds whose items are raw conversation, judged by their substance; others are distilled.
+RAW_KINDS = frozenset({"message", "attachment"})
 # The least a memory's age can multiply its score by (a new one gets 1.0).
 RECENCY_FLOOR = 0.9
 # Distilled memories carry more per word than raw conversation: a nudge, less than the gap
-# between two neighbouring ranks (1/11 vs 1/12, 9 %), so it orders near-ties only.
+# between two neighbouring places, so it orders near-ties only.
 KIND_WEIGHTS: Mapping[str, float] = {
     "fact": 1.04,
     "record": 1.02,
@@ -56,11 +80,37 @@ class Ranked:
 
 
 @dataclass(frozen=True)
+class Features:
+    """What the relevance of one candidate is computed from (each in [0, 1] but the gap, <= 0)."""
+
+    lexical_share: float  # its word match / the best word match of the query (0: no match)
+    similarity: float  # cosine to the query (0 when it has no vector of the configured model)
+    similarity_gap: float  # similarity - the best candidate's similarity
+    substance: float  # min(content words, SUBSTANCE_WORDS) / SUBSTANCE_WORDS; 1.0 for distilled kinds
+    speaker_named: bool  # the query names the item's speaker
+    in_time: bool  # said within the time the query names
+
+    def relevance(self) -> float:
+        """The model's relevance, between 0 and 1."""
+        z = (
+            BIAS
+            + WEIGHT_LEXICAL * self.lexical_share
+            + WEIGHT_SIMILARITY * self.similarity
+            + WEIGHT_SIMILARITY_GAP * self.similarity_gap
+            + WEIGHT_SUBSTANCE * self.substance
+            + WEIGHT_SPEAKER * self.speaker_named
+            + WEIGHT_TIME * self.in_time
+        )
+        return 1.0 / (1.0 + math.exp(-z))
+
+
+@dataclass(frozen=True)
 class Scored:
     ranked: Ranked
+    features: Features
+    relevance: float
     recency_factor: float
     kind_weight: float
-    lexical_weight: float  # how much of the query the text covers, squared (1.0: every term)
     fused_score: float
     live: bool
 
@@ -93,20 +143,19 @@ def fuse(lexical: Sequence[tuple[int, float]], vector: Sequence[tuple[int, float
     ]
 
 
-def rrf(ranked: Ranked, *, lexical_weight: float = 1.0) -> float:
-    """The rank fusion of one item; `lexical_weight` scales its word match (see `coverage`)."""
-    score = 0.0 if ranked.vector_rank is None else 1.0 / (RRF_K + ranked.vector_rank)
-    if ranked.lexical_rank is not None:
-        score += lexical_weight / (RRF_K + ranked.lexical_rank)
-    return score
+def substance(text: str, *, kind: str) -> float:
+    """How much a piece of raw conversation holds: its content words, up to SUBSTANCE_WORDS."""
+    if kind not in RAW_KINDS:
+        return 1.0
+    words = sum(1 for word in _WORD.findall(text.lower()) if word not in STOPWORDS)
+    return min(words, SUBSTANCE_WORDS) / SUBSTANCE_WORDS
 
 
-def coverage(text: str, terms: Sequence[str]) -> float:
-    """The share of the query's terms the text contains (stems, matched as snippets mark them)."""
-    if not terms:
-        return 0.0
-    words = {word.lower() for word in _WORD.findall(text)}
-    return sum(1 for stem in map(_stem, terms) if any(word.startswith(stem) for word in words)) / len(terms)
+def names_speaker(query: str, speaker: str) -> bool:
+    """Whether the query names the speaker, as whole words ("Rosa" in "What did Rosa buy?")."""
+    if not speaker.strip():
+        return False
+    return re.search(rf"(?<![^\W_]){re.escape(speaker.strip())}(?![^\W_])", query, re.IGNORECASE) is not None
 
 
 def recency_factor(occurred_at: datetime, now: datetime, half_life_days: float) -> float:
@@ -121,22 +170,23 @@ def recency_factor(occurred_at: datetime, now: datetime, half_life_days: float) 
 def score(
     ranked: Ranked,
     *,
+    features: Features,
     kind: str,
     occurred_at: datetime,
     live: bool,
     now: datetime,
     half_life_days: float,
-    lexical_weight: float = 1.0,
 ) -> Scored:
+    relevance = features.relevance()
     recency = recency_factor(occurred_at, now, half_life_days)
     weight = KIND_WEIGHTS.get(kind, 1.0)
-    fused = rrf(ranked, lexical_weight=lexical_weight) * recency * weight
     return Scored(
         ranked=ranked,
+        features=features,
+        relevance=relevance,
         recency_factor=recency,
         kind_weight=weight,
-        lexical_weight=lexical_weight,
-        fused_score=fused,
+        fused_score=relevance * recency * weight,
         live=live,
     )
 

@@ -24,12 +24,42 @@ TABLE = "memory_app_searchitem"
 FTS_TABLE = f"{TABLE}_fts"
 TS_CONFIG = "english"
 
+# The lexical document of an item is two fields: its own `text`, and its `context` (who said it and
+# the turn it answers: words that help find it, worth less than its own; see engines.CONTEXT_WEIGHT).
+# PostgreSQL tells them apart by tsvector weight (A: text, D: context), SQLite by FTS5 column.
 _POSTGRES_LEXICAL = [
+    f"ALTER TABLE {TABLE} ADD COLUMN search_tsv tsvector GENERATED ALWAYS AS "
+    f"(setweight(to_tsvector('{TS_CONFIG}', text), 'A') || setweight(to_tsvector('{TS_CONFIG}', context), 'D')) "
+    "STORED",
+    f"CREATE INDEX search_item_tsv ON {TABLE} USING gin (search_tsv)",
+]
+_POSTGRES_LEXICAL_DROP = [f"ALTER TABLE {TABLE} DROP COLUMN IF EXISTS search_tsv"]
+# Table names are this module's constants; no value comes from outside.
+_SQLITE_LEXICAL = [
+    f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(text, context, content='{TABLE}', content_rowid='id', "
+    "tokenize='porter unicode61 remove_diacritics 2')",
+    f"CREATE TRIGGER {TABLE}_fts_insert AFTER INSERT ON {TABLE} BEGIN "  # noqa: S608
+    f"INSERT INTO {FTS_TABLE}(rowid, text, context) VALUES (new.id, new.text, new.context); END",
+    f"CREATE TRIGGER {TABLE}_fts_delete AFTER DELETE ON {TABLE} BEGIN "  # noqa: S608
+    f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, text, context) VALUES ('delete', old.id, old.text, old.context); END",
+    f"CREATE TRIGGER {TABLE}_fts_update AFTER UPDATE OF text, context ON {TABLE} BEGIN "  # noqa: S608
+    f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, text, context) VALUES ('delete', old.id, old.text, old.context); "
+    f"INSERT INTO {FTS_TABLE}(rowid, text, context) VALUES (new.id, new.text, new.context); END",
+    f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')",  # noqa: S608 (rows already in the table)
+]
+_SQLITE_LEXICAL_DROP = [
+    f"DROP TRIGGER IF EXISTS {TABLE}_fts_insert",
+    f"DROP TRIGGER IF EXISTS {TABLE}_fts_delete",
+    f"DROP TRIGGER IF EXISTS {TABLE}_fts_update",
+    f"DROP TABLE IF EXISTS {FTS_TABLE}",
+]
+# The first full-text index (text only), as the migration that created the table installed it: the
+# migration that added `context` replaces it with the one above.
+_POSTGRES_LEXICAL_TEXT_ONLY = [
     f"ALTER TABLE {TABLE} ADD COLUMN search_tsv tsvector GENERATED ALWAYS AS (to_tsvector('{TS_CONFIG}', text)) STORED",
     f"CREATE INDEX search_item_tsv ON {TABLE} USING gin (search_tsv)",
 ]
-# Table names are this module's constants; no value comes from outside.
-_SQLITE_LEXICAL = [
+_SQLITE_LEXICAL_TEXT_ONLY = [
     f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(text, content='{TABLE}', content_rowid='id', "
     "tokenize='porter unicode61 remove_diacritics 2')",
     f"CREATE TRIGGER {TABLE}_fts_insert AFTER INSERT ON {TABLE} BEGIN "  # noqa: S608
@@ -40,26 +70,30 @@ _SQLITE_LEXICAL = [
     f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, text) VALUES ('delete', old.id, old.text); "
     f"INSERT INTO {FTS_TABLE}(rowid, text) VALUES (new.id, new.text); END",
 ]
-_SQLITE_LEXICAL_DROP = [
-    f"DROP TRIGGER IF EXISTS {TABLE}_fts_insert",
-    f"DROP TRIGGER IF EXISTS {TABLE}_fts_delete",
-    f"DROP TRIGGER IF EXISTS {TABLE}_fts_update",
-    f"DROP TABLE IF EXISTS {FTS_TABLE}",
-]
 
 
-def install_lexical(connection: BaseDatabaseWrapper) -> None:
-    statements = _POSTGRES_LEXICAL if connection.vendor == "postgresql" else _SQLITE_LEXICAL
+def _execute(connection: BaseDatabaseWrapper, statements: list[str]) -> None:
     with connection.cursor() as cursor:
         for statement in statements:
             cursor.execute(statement)
 
 
+def install_lexical(connection: BaseDatabaseWrapper, *, text_only: bool = False) -> None:
+    """The full-text index; `text_only`: the first one, for the migration that created the table."""
+    if connection.vendor == "postgresql":
+        _execute(connection, _POSTGRES_LEXICAL_TEXT_ONLY if text_only else _POSTGRES_LEXICAL)
+    else:
+        _execute(connection, _SQLITE_LEXICAL_TEXT_ONLY if text_only else _SQLITE_LEXICAL)
+
+
 def uninstall_lexical(connection: BaseDatabaseWrapper) -> None:
-    if connection.vendor != "postgresql":
-        with connection.cursor() as cursor:
-            for statement in _SQLITE_LEXICAL_DROP:
-                cursor.execute(statement)
+    _execute(connection, _POSTGRES_LEXICAL_DROP if connection.vendor == "postgresql" else _SQLITE_LEXICAL_DROP)
+
+
+def reinstall_lexical(connection: BaseDatabaseWrapper, *, text_only: bool = False) -> None:
+    """Replace the full-text index with the current (or the first) one, over the rows already there."""
+    uninstall_lexical(connection)
+    install_lexical(connection, text_only=text_only)
 
 
 def pgvector_available(connection: BaseDatabaseWrapper = default_connection) -> bool:

@@ -4,13 +4,15 @@ dashboard and the client alike."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Any, TypedDict
 
+import numpy as np
 from django.conf import settings
 from django.utils import timezone
 
-from memory_app.search import engines, fusion
+from memory_app.search import documents, engines, fusion, temporal
 from memory_app.search.embeddings import get_embedder
 from memory_app.search.embeddings.base import EmbeddingError
 from memory_app.search.engines import Filters
@@ -46,8 +48,12 @@ class HitExplain(TypedDict):
     lexical_score: float | None
     vector_rank: int | None
     vector_similarity: float | None
-    rrf_score: float
-    lexical_weight: float
+    lexical_share: float
+    similarity_gap: float
+    substance: float
+    speaker_named: bool
+    in_time: bool
+    relevance: float
     recency_factor: float
     kind_weight: float
     fused_score: float
@@ -82,14 +88,18 @@ class Hit:
         }
 
     def explain(self) -> HitExplain:
-        ranked = self.scored.ranked
+        ranked, features = self.scored.ranked, self.scored.features
         return {
             "lexical_rank": ranked.lexical_rank,
             "lexical_score": ranked.lexical_score,
             "vector_rank": ranked.vector_rank,
-            "vector_similarity": ranked.vector_similarity,
-            "rrf_score": fusion.rrf(ranked, lexical_weight=self.scored.lexical_weight),
-            "lexical_weight": self.scored.lexical_weight,
+            "vector_similarity": features.similarity if features.similarity else ranked.vector_similarity,
+            "lexical_share": features.lexical_share,
+            "similarity_gap": features.similarity_gap,
+            "substance": features.substance,
+            "speaker_named": features.speaker_named,
+            "in_time": features.in_time,
+            "relevance": self.scored.relevance,
             "recency_factor": self.scored.recency_factor,
             "kind_weight": self.scored.kind_weight,
             "fused_score": self.scored.fused_score,
@@ -107,6 +117,7 @@ class SearchResult:
     pending: int
     vector_error: str = ""
     terms: list[str] = field(default_factory=list)
+    time_window: temporal.TimeWindow | None = None  # the time the query names, if any
 
 
 def filters_from(data: Mapping[str, Any], *, team_id: int) -> Filters:
@@ -126,15 +137,24 @@ def filters_from(data: Mapping[str, Any], *, team_id: int) -> Filters:
 
 
 def search(*, filters: Filters, query: str, limit: int = 10) -> SearchResult:
-    """The team's best `limit` items for `query`: both engines' candidates, fused (see fusion)."""
-    terms = fusion.query_terms(query)
+    """The team's best `limit` items for `query`: both engines' candidates, scored (see fusion).
+
+    A time the query names ("in March 2023") is not matched as words or meaning: it becomes a
+    feature of each candidate (said within that time or not), and the rest of the query is searched."""
+    window = _time_window(filters, query)
+    asked = _without_time(query, window)
+    terms = fusion.query_terms(asked)
     wanted = max(limit * CANDIDATES_PER_RESULT, MIN_CANDIDATES)
-    lexical = engines.lexical(filters, terms, wanted)
+    # Within the time named, the engines are asked again: what was said then may rank far down
+    # the whole team's lists ("what did Rosa do in March 2023?" matches every turn of Rosa's).
+    scopes = [filters] if window is None else [filters, _within(filters, window)]
+    lexical = _merged([engines.lexical(scope, terms, wanted) for scope in scopes])
     embedder = get_embedder()
     vector_error = ""
+    query_vector: np.ndarray | None = None
     try:
-        query_vector = embedder.embed([query], purpose="query")[0]
-        vector = engines.vector(filters, query_vector, model=embedder.model, limit=wanted)
+        query_vector = np.asarray(embedder.embed([asked], purpose="query")[0], dtype="<f4")
+        vector = _merged([engines.vector(scope, query_vector, model=embedder.model, limit=wanted) for scope in scopes])
     except EmbeddingError as exc:
         # The words still find what they can: a search is never an error because a model server is down.
         vector, vector_error = [], str(exc)
@@ -143,7 +163,8 @@ def search(*, filters: Filters, query: str, limit: int = 10) -> SearchResult:
     found_by_words = {item_id for item_id, _ in lexical}
     floor = settings.SEARCH_VECTOR_MIN_SIMILARITY
     vector = [(item_id, sim) for item_id, sim in vector if sim >= floor or item_id in found_by_words]
-    hits = _hits(fusion.fuse(lexical, vector), terms, limit)
+    context = _QueryContext(query=query, terms=terms, vector=query_vector, model=embedder.model, window=window)
+    hits = _hits(fusion.fuse(lexical, vector), context, limit)
     pending = SearchItem.objects.filter(team_id=filters.team_id, state=SearchItem.State.PENDING).count()
     return SearchResult(
         query=query,
@@ -154,33 +175,115 @@ def search(*, filters: Filters, query: str, limit: int = 10) -> SearchResult:
         pending=pending,
         vector_error=vector_error,
         terms=terms,
+        time_window=window,
     )
 
 
-def _hits(ranked: list[fusion.Ranked], terms: list[str], limit: int) -> list[Hit]:
+@dataclass(frozen=True)
+class _QueryContext:
+    query: str
+    terms: list[str]
+    vector: np.ndarray | None
+    model: str
+    window: temporal.TimeWindow | None
+
+
+def _time_window(filters: Filters, query: str) -> temporal.TimeWindow | None:
+    """The time the query names, resolved against the latest time said in what is searched (so an
+    imported history from 2023 reads "last July" as July 2023); only asked when the query names one."""
+    if temporal.resolve_time(query, reference=timezone.now()) is None:
+        return None
+    latest = engines.latest_time(filters)
+    return temporal.resolve_time(query, reference=latest or timezone.now())
+
+
+def _within(filters: Filters, window: temporal.TimeWindow) -> Filters:
+    """The filters narrowed to the window (inside any from/to the request gave)."""
+    since = window.start if filters.since is None else max(filters.since, window.start)
+    until = window.end - timedelta(microseconds=1)  # the filter's end is inclusive, the window's not
+    return replace(filters, since=since, until=until if filters.until is None else min(filters.until, until))
+
+
+def _merged(lists: list[list[tuple[int, float]]]) -> list[tuple[int, float]]:
+    """Several (item id, score) lists of one engine as one, best first (an item once, at its best)."""
+    best: dict[int, float] = {}
+    for found in lists:
+        for item_id, value in found:
+            best[item_id] = max(value, best.get(item_id, value))
+    return sorted(best.items(), key=lambda pair: (-pair[1], -pair[0]))
+
+
+def _without_time(query: str, window: temporal.TimeWindow | None) -> str:
+    """The query without the words of the time it names (kept whole if nothing else is left)."""
+    if window is None:
+        return query
+    rest = " ".join(query.replace(window.expression, " ").split())
+    return rest if fusion.query_terms(rest) else query
+
+
+_ITEM_FIELDS = (
+    "id kind source_key chunk session_id message_id compaction_run_id fact_id record_entry_id shared_memory_id "
+    "attachment_id agent role seq text occurred_at invalidated_at valid_from state embedding_model embedding_dim"
+).split()
+
+
+def _hits(ranked: list[fusion.Ranked], context: _QueryContext, limit: int) -> list[Hit]:
     if not ranked:
         return []
-    fields = (
-        "id kind source_key chunk session_id message_id compaction_run_id fact_id record_entry_id shared_memory_id "
-        "attachment_id agent role seq text occurred_at invalidated_at valid_from state"
-    ).split()
-    items = {item.pk: item for item in SearchItem.objects.filter(pk__in=[r.item_id for r in ranked]).only(*fields)}
+    items = {
+        item.pk: item for item in SearchItem.objects.filter(pk__in=[r.item_id for r in ranked]).only(*_ITEM_FIELDS)
+    }
+    ranked = [r for r in ranked if r.item_id in items]  # deleted between the engines' read and this one
+    similarity = _similarities(ranked, context)
+    best_similarity = max(similarity.values(), default=0.0)
+    best_lexical = max((r.lexical_score or 0.0 for r in ranked), default=0.0)
     now = timezone.now()
-    scored = [
-        fusion.score(
-            r,
-            kind=items[r.item_id].kind,
-            occurred_at=items[r.item_id].occurred_at,
-            live=items[r.item_id].invalidated_at is None,
-            now=now,
-            half_life_days=settings.SEARCH_RECENCY_HALF_LIFE_DAYS,
-            lexical_weight=fusion.coverage(items[r.item_id].text, terms) ** 2,
+    scored = []
+    for r in ranked:
+        item = items[r.item_id]
+        own_text = documents.without_speaker_label(item.text, item.agent)
+        features = fusion.Features(
+            lexical_share=(r.lexical_score or 0.0) / best_lexical if best_lexical > 0 else 0.0,
+            similarity=similarity.get(r.item_id, 0.0),
+            similarity_gap=similarity.get(r.item_id, 0.0) - best_similarity,
+            substance=fusion.substance(own_text, kind=item.kind),
+            speaker_named=fusion.names_speaker(context.query, item.agent),
+            in_time=context.window is not None and context.window.start <= item.occurred_at < context.window.end,
         )
-        for r in ranked
-        if r.item_id in items  # deleted between the engines' read and this one
-    ]
+        scored.append(
+            fusion.score(
+                r,
+                features=features,
+                kind=item.kind,
+                occurred_at=item.occurred_at,
+                live=item.invalidated_at is None,
+                now=now,
+                half_life_days=settings.SEARCH_RECENCY_HALF_LIFE_DAYS,
+            )
+        )
     best = fusion.order(scored)[:limit]
     return [
-        Hit(item=items[s.ranked.item_id], scored=s, snippet=fusion.snippet(items[s.ranked.item_id].text, terms))
+        Hit(
+            item=items[s.ranked.item_id],
+            scored=s,
+            snippet=fusion.snippet(items[s.ranked.item_id].text, context.terms),
+        )
         for s in best
     ]
+
+
+def _similarities(ranked: list[fusion.Ranked], context: _QueryContext) -> dict[int, float]:
+    """Every candidate's cosine to the query: the vector engine's, and for those only the words
+    found, from their stored vectors (a strong word match is judged by its meaning too)."""
+    similarity = {r.item_id: r.vector_similarity for r in ranked if r.vector_similarity is not None}
+    missing = [r.item_id for r in ranked if r.vector_similarity is None]
+    if context.vector is None or not missing:
+        return similarity
+    dimension = int(context.vector.shape[0])
+    stored = SearchItem.objects.filter(
+        pk__in=missing, embedding_model=context.model, embedding_dim=dimension, state=SearchItem.State.INDEXED
+    ).values_list("id", "embedding")
+    for item_id, blob in stored:
+        if blob:
+            similarity[item_id] = float(np.frombuffer(bytes(blob), dtype="<f4") @ context.vector)
+    return similarity

@@ -118,6 +118,7 @@ def _item_fields(doc: Doc) -> dict[str, Any]:
         "occurred_at": doc.occurred_at or timezone.now(),
         "valid_from": doc.valid_from,
         "invalidated_at": doc.invalidated_at,
+        "context": doc.context,
     }
 
 
@@ -229,15 +230,37 @@ def index_shared_memory(*, team_id: int, entries: Iterable[SharedMemoryEntry]) -
 
 def index_message_edit(*, message: Message) -> int:
     """An edited message (and its text attachments) is indexed again if it was indexed before;
-    otherwise the job will read it when it reaches its seq."""
+    otherwise the job will read it when it reaches its seq. The message after it is indexed again
+    too: the edited one is the turn it answers (its context)."""
     indexed_through, team_id = (
         Session.objects.filter(pk=message.session_id).values_list("search_indexed_seq", "team_id").get()
     )
     if message.seq > indexed_through:
         return 0
+    pairs = [(message, _message_before(message))]
+    following = _message_after(message)
+    if following is not None and following.seq <= indexed_through:
+        pairs.append((following, message))
     return index_docs(
-        team_id=team_id, docs=list(documents.message_docs(message)), sources=[(SearchKind.MESSAGE, str(message.pk))]
+        team_id=team_id,
+        docs=[doc for current, previous in pairs for doc in documents.message_docs(current, previous=previous)],
+        sources=[(SearchKind.MESSAGE, str(current.pk)) for current, _ in pairs],
     )
+
+
+def _message_before(message: Message) -> Message | None:
+    return Message.objects.filter(session_id=message.session_id, seq__lt=message.seq).order_by("-seq").first()
+
+
+def _message_after(message: Message) -> Message | None:
+    return Message.objects.filter(session_id=message.session_id, seq__gt=message.seq).order_by("seq").first()
+
+
+def index_after_message_delete(*, session_id: Any, seq: int) -> int:
+    """A deleted message was the turn the next one answers: that one's context (which held the
+    deleted words) is built again from the message now before it."""
+    following = Message.objects.filter(session_id=session_id, seq__gt=seq).order_by("seq").first()
+    return 0 if following is None else index_message_edit(message=following)
 
 
 # --- the job ----------------------------------------------------------------------------------------
@@ -316,7 +339,10 @@ def _materialize_messages(*, team_id: int) -> int:
 def _materialize_session(session: Session) -> int:
     cursor = session.search_indexed_seq
     through = min(session.last_seq, cursor + MESSAGES_PER_SESSION_STEP)
-    messages = list(Message.objects.filter(session_id=session.pk, seq__gt=cursor, seq__lte=through).order_by("seq"))
+    # From the message before the cursor: it is the turn the first new one answers (its context).
+    read = list(Message.objects.filter(session_id=session.pk, seq__gte=cursor, seq__lte=through).order_by("seq"))
+    previous_of = {message.pk: before for before, message in zip([None, *read], read, strict=False)}
+    messages = [message for message in read if message.seq > cursor]
     attachments = Attachment.objects.filter(message__in=[m.pk for m in messages]).order_by("message_id", "position")
     by_message: dict[Any, list[Attachment]] = {}
     for attachment in attachments:
@@ -324,7 +350,7 @@ def _materialize_session(session: Session) -> int:
     agent = session.agent_name
     docs: list[Doc] = []
     for message in messages:
-        docs.extend(documents.message_docs(message, agent=agent))
+        docs.extend(documents.message_docs(message, agent=agent, previous=previous_of[message.pk]))
         for attachment in by_message.get(message.pk, []):
             docs.extend(documents.attachment_docs(attachment, message, agent=agent))
     with transaction.atomic():
@@ -340,16 +366,19 @@ def _embed_batch(*, team_id: int, embedder: EmbeddingBackend, progress: Progress
     batch = list(
         SearchItem.objects.filter(team_id=team_id, state=State.PENDING)
         .order_by("id")
-        .values_list("id", "text", "text_hash")[: settings.SEARCH_EMBED_BATCH]
+        .values_list("id", "text", "text_hash", "agent")[: settings.SEARCH_EMBED_BATCH]
     )
     if not batch:
         return 0
+    texts = [
+        (item_id, documents.without_speaker_label(text, agent), text_hash) for item_id, text, text_hash, agent in batch
+    ]
     vectors: Sequence[Any]
     try:
-        vectors = list(embedder.embed([text for _, text, _ in batch], purpose="document"))
+        vectors = list(embedder.embed([text for _, text, _ in texts], purpose="document"))
     except EmbeddingPermanentError:
-        vectors = _embed_one_by_one(batch, embedder, progress)
-    _store_vectors(batch, vectors, embedder)
+        vectors = _embed_one_by_one(texts, embedder, progress)
+    _store_vectors(texts, vectors, embedder)
     progress.indexed += sum(1 for vector in vectors if vector is not None)
     return len(batch)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -117,6 +118,34 @@ def test_a_post_can_set_its_chat_role(api, session_id):
     refused = api.post(f"{rounds_url(session_id)}{round_id}/posts/", body, format="json")
     assert refused.status_code == 400
     assert "role" in refused.json()["fields"]
+
+
+def test_a_post_stores_the_time_it_was_said_on_its_message(api, session_id):
+    round_id = new_round(api, session_id, "q")["id"]
+    dated = post(api, session_id, round_id, "m", "Planner", "User", occurred_at="2025-07-14T18:30:00+02:00")
+    undated = post(api, session_id, round_id, "n", "Planner", "User")
+    assert Message.objects.get(pk=dated["message_id"]).occurred_at == datetime(2025, 7, 14, 16, 30, tzinfo=UTC)
+    assert Message.objects.get(pk=undated["message_id"]).occurred_at is None
+
+
+@pytest.mark.parametrize(
+    ("occurred_at", "problem"),
+    [
+        ("2025-07-14T18:30:00", "timezone"),  # naive
+        ("2025-07-14", "timezone"),  # a bare date is naive too
+        ((datetime.now(UTC) + timedelta(days=2)).isoformat(), "future"),
+        ("last tuesday", "format"),
+    ],
+)
+def test_a_post_with_a_time_that_is_naive_or_in_the_future_is_refused_naming_the_field(
+    api, session_id, occurred_at, problem
+):
+    round_id = new_round(api, session_id, "q")["id"]
+    body = {"message": "m", "send_from": "Planner", "send_to": "User", "occurred_at": occurred_at}
+    refused = api.post(f"{rounds_url(session_id)}{round_id}/posts/", body, format="json")
+    assert refused.status_code == 400
+    assert problem in " ".join(refused.json()["fields"]["occurred_at"]).lower()
+    assert not Message.objects.exists()
 
 
 def test_resending_a_post_with_its_message_id_stores_it_once(api, session_id):

@@ -8,6 +8,7 @@ import copy
 import io
 import json
 import math
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -174,8 +175,12 @@ def test_keep_leaves_each_conversation_in_a_team_with_one_session_per_dated_sess
         "Ana: Look what I bought. [shares a photo: a red ukulele]",
     )
     assert Message.objects.filter(session__team=team).count() == 10
+    # Each turn was said at its session's date, a naive date read as UTC (a bare day at its midnight).
+    said = {(m.session.metadata["session"], m.occurred_at) for m in Message.objects.filter(session__team=team)}
+    assert said == {("s1", datetime(2023, 7, 2, tzinfo=UTC)), ("s2", datetime(2023, 8, 15, 19, 30, tzinfo=UTC))}
     indexed = SearchItem.objects.filter(team=team, state=SearchItem.State.INDEXED)
     assert indexed.count() == 10  # every turn searchable before the first question
+    assert {item.occurred_at for item in indexed} == {moment for _, moment in said}
 
 
 def test_systems_and_limit_choose_what_runs_without_loading_anything_for_bm25(tmp_path: Path) -> None:
