@@ -56,6 +56,7 @@ class Setup(TypedDict):
     vector_engine: str
     embedding_model: str
     top_k: int
+    dated: bool  # whether each turn was loaded with its session's time
 
 
 class Timings(TypedDict):
@@ -121,10 +122,12 @@ class LoadedConversation:
     turn_of_message: dict[uuid.UUID, str]  # message id -> the turn it holds
 
 
-def conversation_load(*, conversation: Conversation, team: Team) -> LoadedConversation:
+def conversation_load(*, conversation: Conversation, team: Team, dated: bool = True) -> LoadedConversation:
     """The conversation in a fresh team: one session per dated session (its date and ids in the
     session's metadata), one message per turn, appended as the API appends them, said at the
-    session's date (UTC when the date has no offset), so search's time filters see the evalset's time."""
+    session's date (UTC when the date has no offset), so search's time filters see the evalset's time.
+    Not `dated`: the turns carry no time of their own (as an importer that keeps dates only in
+    metadata leaves them), to measure what the dates are worth."""
     turn_of_message: dict[uuid.UUID, str] = {}
     for session_data in conversation["sessions"]:
         session = conversations.session_create(
@@ -132,9 +135,9 @@ def conversation_load(*, conversation: Conversation, team: Team) -> LoadedConver
             external_id=f"{conversation['id']}/{session_data['id']}"[:255],
             metadata={"conversation": conversation["id"], "session": session_data["id"], "date": session_data["date"]},
         )
-        said_at = session_time(session_data["date"])
+        said_at = {"occurred_at": session_time(session_data["date"])} if dated else {}
         messages = [
-            {"role": TURN_ROLE, "name": turn["speaker"], "content": message_content(turn), "occurred_at": said_at}
+            {"role": TURN_ROLE, "name": turn["speaker"], "content": message_content(turn), **said_at}
             for turn in session_data["turns"]
         ]
         appended = conversations.message_append(session=session, messages=messages)
@@ -218,6 +221,7 @@ def evaluate(
     source: str,
     systems: Sequence[str] = SYSTEMS,
     keep: bool = False,
+    dated: bool = True,
     progress: Callable[[str], None] = lambda line: None,
 ) -> EvalReport:
     """Every question of the set asked of each system; the figures per category and overall.
@@ -232,7 +236,13 @@ def evaluate(
         total = len(evalset["conversations"])
         for number, conversation in enumerate(evalset["conversations"], start=1):
             rankings = _rank_conversation(
-                conversation=conversation, systems=systems, stamp=stamp, clock=clock, teams=teams, warnings=warnings
+                conversation=conversation,
+                systems=systems,
+                stamp=stamp,
+                clock=clock,
+                teams=teams,
+                warnings=warnings,
+                dated=dated,
             )
             results += [
                 QuestionResult(
@@ -257,7 +267,7 @@ def evaluate(
         sessions=sum(len(c["sessions"]) for c in evalset["conversations"]),
         turns=sum(len(s["turns"]) for c in evalset["conversations"] for s in c["sessions"]),
         questions=_question_counts(results),
-        setup=_setup(systems),
+        setup=_setup(systems, dated=dated),
         timings=Timings(
             load_seconds=round(clock.load, 2),
             index_seconds=round(clock.index, 2),
@@ -279,13 +289,16 @@ def _rank_conversation(
     clock: _Clock,
     teams: list[Team],
     warnings: list[str],
+    dated: bool = True,
 ) -> dict[str, dict[str, list[str]]]:
     """System -> question id -> ranking, for one conversation."""
     rankings: dict[str, dict[str, list[str]]] = {}
     if "memsite" in systems:
         team = tenancy.team_get_or_create(name=f"{TEAM_PREFIX}-{stamp}-{conversation['id']}"[:100])
         teams.append(team)  # before loading: a load that fails half-way is deleted too
-        rankings["memsite"] = _memsite_rankings(conversation=conversation, team=team, clock=clock, warnings=warnings)
+        rankings["memsite"] = _memsite_rankings(
+            conversation=conversation, team=team, clock=clock, warnings=warnings, dated=dated
+        )
     for system, rank in (("bm25", bm25_rankings), ("dense", dense_rankings)):
         if system in systems:
             moment = time.monotonic()
@@ -295,12 +308,12 @@ def _rank_conversation(
 
 
 def _memsite_rankings(
-    *, conversation: Conversation, team: Team, clock: _Clock, warnings: list[str]
+    *, conversation: Conversation, team: Team, clock: _Clock, warnings: list[str], dated: bool = True
 ) -> dict[str, list[str]]:
     """Question id -> memsite's ranking: the conversation loaded into `team`, indexed, then asked."""
     moment = time.monotonic()
     with jobs_run_here():
-        loaded = conversation_load(conversation=conversation, team=team)
+        loaded = conversation_load(conversation=conversation, team=team, dated=dated)
         clock.load += time.monotonic() - moment
         moment = time.monotonic()
         index_until_done(team_id=team.pk)
@@ -322,7 +335,7 @@ def _index_warnings(loaded: LoadedConversation, *, conversation_id: str) -> list
     return [f"{conversation_id}: items not embedded: {unsearchable}"] if unsearchable else []
 
 
-def _setup(systems: Sequence[str]) -> Setup:
+def _setup(systems: Sequence[str], *, dated: bool) -> Setup:
     """What answered: the engines only when memsite was asked (the baselines use no database)."""
     asked_memsite = "memsite" in systems
     return Setup(
@@ -331,6 +344,7 @@ def _setup(systems: Sequence[str]) -> Setup:
         vector_engine=engines.vector_engine_name() if asked_memsite else "-",
         embedding_model=get_embedder().model,
         top_k=TOP_K,
+        dated=dated,
     )
 
 
@@ -360,7 +374,8 @@ def report_lines(report: EvalReport) -> list[str]:
         f"Recall on {report['file']}: {report['conversations']} conversations, {report['sessions']} sessions, "
         f"{report['turns']} turns, {report['questions'][OVERALL]} questions.",
         f"Database {setup['database']} ({setup['lexical_engine']} + {setup['vector_engine']}), embedding model "
-        f"{setup['embedding_model']}, top {setup['top_k']} messages.",
+        f"{setup['embedding_model']}, top {setup['top_k']} messages; turns "
+        + ("said at their session's date." if setup["dated"] else "without a time of their own (--undated)."),
         "",
         "| category | questions | system | " + " | ".join(names) + " |",
         "|---|---:|---|" + "---:|" * len(names),

@@ -1,4 +1,4 @@
-"""manage.py recall_eval FILE [--json OUT] [--systems memsite,bm25,dense] [--limit N] [--keep]:
+"""manage.py recall_eval FILE [--json OUT] [--systems memsite,bm25,dense] [--limit N] [--keep] [--undated]:
 measure recall on labelled conversations (the format: memory_app.search.evalset, docs/recall.md).
 
 Each conversation is loaded into a fresh team, indexed here (no worker needed), and every question
@@ -30,6 +30,11 @@ class Command(BaseCommand):
         )
         parser.add_argument("--limit", type=int, help="only the first N conversations of the file")
         parser.add_argument("--keep", action="store_true", help="keep the teams the conversations were loaded into")
+        parser.add_argument(
+            "--undated",
+            action="store_true",
+            help="load turns without their session's time (kept in metadata only): what the dates are worth",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         systems = self._systems(options["systems"])
@@ -48,6 +53,7 @@ class Command(BaseCommand):
                 source=str(options["file"]),
                 systems=systems,
                 keep=options["keep"],
+                dated=not options["undated"],
                 progress=lambda line: self.stderr.write(line),
             )
         except evaluation.RecallEvalError as exc:
