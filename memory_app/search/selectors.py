@@ -141,6 +141,45 @@ def search(*, filters: Filters, query: str, limit: int = 10) -> SearchResult:
 
     A time the query names ("in March 2023") is not matched as words or meaning: it becomes a
     feature of each candidate (said within that time or not), and the rest of the query is searched."""
+    found = _find(filters, query, limit)
+    pending = SearchItem.objects.filter(team_id=filters.team_id, state=SearchItem.State.PENDING).count()
+    return SearchResult(
+        query=query,
+        hits=_scored(found)[:limit],
+        lexical_engine=engines.lexical_engine_name(),
+        vector_engine=engines.vector_engine_name(),
+        model=found.context.model,
+        pending=pending,
+        vector_error=found.vector_error,
+        terms=found.context.terms,
+        time_window=found.context.window,
+    )
+
+
+def scored_candidates(*, filters: Filters, query: str, limit: int = 10) -> list[Hit]:
+    """Every candidate a search for `limit` results weighs, scored and best first: what the
+    relevance model's weights are fitted on (bench/recall_fit.py)."""
+    return _scored(_find(filters, query, limit))
+
+
+@dataclass(frozen=True)
+class _QueryContext:
+    query: str
+    terms: list[str]
+    vector: np.ndarray | None
+    model: str
+    window: temporal.TimeWindow | None
+
+
+@dataclass(frozen=True)
+class _Found:
+    ranked: list[fusion.Ranked]
+    context: _QueryContext
+    vector_error: str
+
+
+def _find(filters: Filters, query: str, limit: int) -> _Found:
+    """Both engines' candidates for the query (and, for a time it names, within that time)."""
     window = _time_window(filters, query)
     asked = _without_time(query, window)
     terms = fusion.query_terms(asked)
@@ -164,28 +203,7 @@ def search(*, filters: Filters, query: str, limit: int = 10) -> SearchResult:
     floor = settings.SEARCH_VECTOR_MIN_SIMILARITY
     vector = [(item_id, sim) for item_id, sim in vector if sim >= floor or item_id in found_by_words]
     context = _QueryContext(query=query, terms=terms, vector=query_vector, model=embedder.model, window=window)
-    hits = _hits(fusion.fuse(lexical, vector), context, limit)
-    pending = SearchItem.objects.filter(team_id=filters.team_id, state=SearchItem.State.PENDING).count()
-    return SearchResult(
-        query=query,
-        hits=hits,
-        lexical_engine=engines.lexical_engine_name(),
-        vector_engine=engines.vector_engine_name(),
-        model=embedder.model,
-        pending=pending,
-        vector_error=vector_error,
-        terms=terms,
-        time_window=window,
-    )
-
-
-@dataclass(frozen=True)
-class _QueryContext:
-    query: str
-    terms: list[str]
-    vector: np.ndarray | None
-    model: str
-    window: temporal.TimeWindow | None
+    return _Found(ranked=fusion.fuse(lexical, vector), context=context, vector_error=vector_error)
 
 
 def _time_window(filters: Filters, query: str) -> temporal.TimeWindow | None:
@@ -227,7 +245,9 @@ _ITEM_FIELDS = (
 ).split()
 
 
-def _hits(ranked: list[fusion.Ranked], context: _QueryContext, limit: int) -> list[Hit]:
+def _scored(found: _Found) -> list[Hit]:
+    """The candidates as hits, best first (see fusion)."""
+    ranked, context = found.ranked, found.context
     if not ranked:
         return []
     items = {
@@ -261,14 +281,13 @@ def _hits(ranked: list[fusion.Ranked], context: _QueryContext, limit: int) -> li
                 half_life_days=settings.SEARCH_RECENCY_HALF_LIFE_DAYS,
             )
         )
-    best = fusion.order(scored)[:limit]
     return [
         Hit(
             item=items[s.ranked.item_id],
             scored=s,
             snippet=fusion.snippet(items[s.ranked.item_id].text, context.terms),
         )
-        for s in best
+        for s in fusion.order(scored)
     ]
 
 

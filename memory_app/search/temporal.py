@@ -42,8 +42,8 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _FULL_MONTHS = "january february march april may june july august september october november december".split()
 _ABBREVIATED = dict(jan=1, feb=2, mar=3, apr=4, jun=6, jul=7, aug=8, sep=9, sept=9, oct=10, nov=11, dec=12)
 _MONTH_NUMBER = {name: number for number, name in enumerate(_FULL_MONTHS, start=1)} | _ABBREVIATED
-# "I may go", "they march", "Jan said": these resolve only with a day, a year or a word that makes them a time.
-_NEEDS_CONTEXT = frozenset({"may", "march", *_ABBREVIATED})
+# "I may go", "they march", "June said": a month resolves only with a day, a year or a word that makes it a time.
+_NEEDS_CONTEXT = frozenset(_MONTH_NUMBER)
 _MONTH = r"(?P<month>" + "|".join(sorted(_MONTH_NUMBER, key=len, reverse=True)) + r")(?!\w)"
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _SEASON_START = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}  # northern hemisphere

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 from django.db import connection
+from django.db.models import Q
 
 from experiences_app import services as experiences
 from memory_app.agent_records import services as agent_records
@@ -73,7 +74,9 @@ def fts_matches(word: str) -> int:
 
 
 def leaves_nothing(word: str) -> bool:
-    return not SearchItem.objects.filter(text__icontains=word).exists() and fts_matches(word) == 0
+    """No item holds the word, in its text or in its context (a neighbour's words), nor does the full-text index."""
+    held = SearchItem.objects.filter(Q(text__icontains=word) | Q(context__icontains=word)).exists()
+    return not held and fts_matches(word) == 0
 
 
 def new_session(tenant: Tenant, **fields: object) -> Session:
