@@ -31,7 +31,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="searchitem",
             name="context",
-            field=models.TextField(blank=True, default=""),
+            field=models.TextField(blank=True, default="", db_default=""),
         ),
         migrations.RunPython(_lexical_with_context, _lexical_text_only),
     ]

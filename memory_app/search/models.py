@@ -65,7 +65,7 @@ class SearchItem(models.Model):
     # Words that help find the item but are not its own, matched with less weight than `text` and
     # never embedded or shown: who said a message, and the turn it answers (a reply's answer is
     # often found by the question's words).
-    context = models.TextField(blank=True, default="")
+    context = models.TextField(blank=True, default="", db_default="")
     text_hash = models.CharField(max_length=32)  # of `text`: an unchanged source is not embedded again
     occurred_at = models.DateTimeField(default=timezone.now)  # when the source was written
     # Facts that were invalidated and record entries that were archived: kept out of results
