@@ -633,15 +633,24 @@ def fused_rank(
     ranked = fusion.fuse([tuple(x) for x in row["lexical_list"]], [tuple(x) for x in row["vector_list"]])
     best_lexical = max((item.lexical_score or 0.0 for item in ranked), default=0.0) or 1.0
     best_similarity = max((item.vector_similarity or 0.0 for item in ranked), default=0.0)
+    terms = fusion.query_terms(row["question"])
+    coverage = {
+        item.item_id: fusion.coverage(texts[item.item_id - first_id], terms) if item.lexical_rank else 0.0
+        for item in ranked
+    }
+    best_coverage = max(coverage.values(), default=0.0)
     scored = []
     for item in ranked:
         if variant == "no recency":
             similarity = item.vector_similarity or 0.0
+            text = texts[item.item_id - first_id]
             value = fusion.Features(
                 lexical_share=(item.lexical_score or 0.0) / best_lexical,
+                coverage=coverage[item.item_id],
+                best_coverage=best_coverage,
                 similarity=similarity,
                 similarity_gap=similarity - best_similarity,
-                substance=fusion.substance(texts[item.item_id - first_id], kind="message"),
+                substance=fusion.substance(text, kind="message"),
                 speaker_named=False,
                 in_time=False,
             ).relevance()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import re
+from typing import Any
 
 from bench.retention_sessions import generate, message_text
 from memory_app.search.text import chunks  # the indexer's own cut (no Django needed)
@@ -209,3 +210,36 @@ def distractors(count: int) -> list[str]:
 QUESTIONS: list[tuple[str, str, int]] = [
     (group, question, answer) for group, questions in GROUPS.items() for question, answer in questions
 ]
+
+
+# The quality set in the recall evaluation's file format (memory_app/search/evalset.py), for
+# `python -m bench recall_fit`: the memories and distractors as turns of one speaker, in sessions of
+# SESSION_TURNS, each question's evidence its memory. The evaluation's categories are those of
+# conversations; a question's group is the first part of its id ("no keyword/3").
+SESSION_TURNS = 250
+QUALITY_SPEAKER = "Agent"
+
+
+def as_evalset(distractor_count: int = 3000) -> dict[str, Any]:
+    texts = [(f"m{index}", text) for index, text in enumerate(MEMORIES)]
+    texts += [(f"d{index}", text) for index, text in enumerate(distractors(distractor_count))]
+    sessions = [
+        {
+            "id": f"s{number}",
+            "date": "2026-11-01T12:00",
+            "turns": [
+                {"id": turn_id, "speaker": QUALITY_SPEAKER, "text": text}
+                for turn_id, text in texts[start : start + SESSION_TURNS]
+            ],
+        }
+        for number, start in enumerate(range(0, len(texts), SESSION_TURNS))
+    ]
+    questions = [
+        {"id": f"{group}/{number}", "question": question, "evidence": [f"m{answer}"], "category": "single-hop"}
+        for number, (group, question, answer) in enumerate(QUESTIONS)
+    ]
+    return {
+        "conversations": [
+            {"id": "planted", "speakers": [QUALITY_SPEAKER], "sessions": sessions, "questions": questions}
+        ]
+    }

@@ -5,9 +5,10 @@ logistic model fitted on the development set of `bench/recall_sets.py` (175 ques
 dated turns) and reported on its separate test set (docs/recall.md has the figures):
 
 - its word match, as a share of the best word match of this query (BM25 score / the top score:
-  BM25's scale changes from query to query, its ratio does not);
-- its similarity to the query by meaning (cosine), and how far it is below the best one: a
-  candidate close to the best is likely as good, one far below it likely noise;
+  BM25's scale changes from query to query, its ratio does not), counted in proportion to how much
+  of the query the best word match covers (one word of five: weak evidence; all of them: strong);
+- how far its similarity to the query by meaning (cosine) is below the best candidate's: one close
+  to the best is likely as good, one far below it likely noise;
 - its substance: how many content words it holds, up to SUBSTANCE_WORDS, for raw conversation
   (messages, attachments). A short reply ("Cool! What did it look like?") is close in meaning to
   many questions and holds no answer: without this, short generic turns found by meaning alone
@@ -31,19 +32,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-# The relevance model: each weight multiplies one feature (see Features), fitted by logistic
-# regression on the development set (`python -m bench recall_fit`, bench/README.md) with three
-# weights held as priors rather than fitted: the word share at 2.5, since the synthetic sets
-# paraphrase more than people do (on real long conversations a plain BM25 beats the embedding model
-# alone by a wide margin), the speaker at a gentle 0.3, since a question may name the wrong person,
-# and the time at 3.0, the value that gave temporal questions their best recall on the dev set.
+# The relevance model: one weight per input (Features.inputs), chosen by `python -m bench recall_fit
+# --tune` (bench/README.md) on two development sets, the conversations of bench/data/recall_dev.json
+# and the planted memories of the search bench's quality set. Three weights are priors, not fitted:
+# the word match at 2.5, since the synthetic sets paraphrase more than people do (on real long
+# conversations a plain BM25 beats the embedding model alone by a wide margin); the speaker at a
+# gentle 0.3, since a question may name the wrong person; the time at 3.0, the value that gave the
+# dev set's temporal questions their best recall. The similarity counts through its gap to the best
+# candidate's: within one query the two order alike, and the gap says how far from the best it is.
 # BIAS makes the relevance a figure between 0 and 1; it does not change the order.
-WEIGHT_LEXICAL = 2.5
-WEIGHT_SIMILARITY = 1.3
-WEIGHT_SIMILARITY_GAP = 6.35
-WEIGHT_SUBSTANCE = 5.75
-WEIGHT_SPEAKER = 0.3
-WEIGHT_TIME = 3.0
+WEIGHTS: Mapping[str, float] = {
+    "lexical": 2.5,
+    "similarity_gap": 6.35,
+    "substance": 3.6,
+    "speaker_named": 0.3,
+    "in_time": 3.0,
+}
 BIAS = -8.35
 # A turn of this many content words (stopwords aside) or more has full substance.
 SUBSTANCE_WORDS = 8
@@ -85,26 +89,33 @@ class Ranked:
 
 @dataclass(frozen=True)
 class Features:
-    """What the relevance of one candidate is computed from (each in [0, 1] but the gap, <= 0)."""
+    """What the relevance of one candidate is computed from."""
 
     lexical_share: float  # its word match / the best word match of the query (0: no match)
+    coverage: float  # the share of the query's words its own text holds (0: no word match)
+    best_coverage: float  # the best coverage among the query's candidates: how much the words explain
     similarity: float  # cosine to the query (0 when it has no vector of the configured model)
-    similarity_gap: float  # similarity - the best candidate's similarity
+    similarity_gap: float  # similarity - the best candidate's similarity (<= 0)
     substance: float  # min(content words, SUBSTANCE_WORDS) / SUBSTANCE_WORDS; 1.0 for distilled kinds
     speaker_named: bool  # the query names the item's speaker
     in_time: bool  # said within the time the query names
 
-    def relevance(self) -> float:
+    def inputs(self) -> dict[str, float]:
+        """The model's inputs, by WEIGHTS' names. The word match counts in proportion to how much of
+        the query the best word match covers: when the words explain one word of five, the lexical
+        ranking is weak evidence (a question sharing no word with its answer still shares a common
+        one with many texts), when they explain all of it, strong."""
+        return {
+            "lexical": self.lexical_share * self.best_coverage,
+            "similarity_gap": self.similarity_gap,
+            "substance": self.substance,
+            "speaker_named": float(self.speaker_named),
+            "in_time": float(self.in_time),
+        }
+
+    def relevance(self, weights: Mapping[str, float] = WEIGHTS, bias: float = BIAS) -> float:
         """The model's relevance, between 0 and 1."""
-        z = (
-            BIAS
-            + WEIGHT_LEXICAL * self.lexical_share
-            + WEIGHT_SIMILARITY * self.similarity
-            + WEIGHT_SIMILARITY_GAP * self.similarity_gap
-            + WEIGHT_SUBSTANCE * self.substance
-            + WEIGHT_SPEAKER * self.speaker_named
-            + WEIGHT_TIME * self.in_time
-        )
+        z = bias + sum(weights[name] * value for name, value in self.inputs().items())
         return 1.0 / (1.0 + math.exp(-z))
 
 
@@ -145,6 +156,14 @@ def fuse(lexical: Sequence[tuple[int, float]], vector: Sequence[tuple[int, float
         )
         for item_id, found in ranks.items()
     ]
+
+
+def coverage(text: str, terms: Sequence[str]) -> float:
+    """The share of the query's terms the text holds (stems, matched as snippets mark them)."""
+    if not terms:
+        return 0.0
+    words = {word.lower() for word in _WORD.findall(text)}
+    return sum(1 for stem in map(_stem, terms) if any(word.startswith(stem) for word in words)) / len(terms)
 
 
 def substance(text: str, *, kind: str) -> float:

@@ -76,6 +76,8 @@ def explain_view(explain: Mapping[str, Any]) -> dict[str, Any]:
         "vector_rank": explain.get("vector_rank"),
         "vector_similarity": _number(explain.get("vector_similarity")),
         "lexical_share": _number(explain.get("lexical_share")),
+        "coverage": _number(explain.get("coverage")),
+        "best_coverage": _number(explain.get("best_coverage")),
         "similarity_gap": _number(explain.get("similarity_gap")),
         "substance": _number(explain.get("substance")),
         "speaker_named": bool(explain.get("speaker_named")),

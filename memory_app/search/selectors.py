@@ -49,6 +49,8 @@ class HitExplain(TypedDict):
     vector_rank: int | None
     vector_similarity: float | None
     lexical_share: float
+    coverage: float
+    best_coverage: float
     similarity_gap: float
     substance: float
     speaker_named: bool
@@ -95,6 +97,8 @@ class Hit:
             "vector_rank": ranked.vector_rank,
             "vector_similarity": features.similarity if features.similarity else ranked.vector_similarity,
             "lexical_share": features.lexical_share,
+            "coverage": features.coverage,
+            "best_coverage": features.best_coverage,
             "similarity_gap": features.similarity_gap,
             "substance": features.substance,
             "speaker_named": features.speaker_named,
@@ -257,6 +261,11 @@ def _scored(found: _Found) -> list[Hit]:
     similarity = _similarities(ranked, context)
     best_similarity = max(similarity.values(), default=0.0)
     best_lexical = max((r.lexical_score or 0.0 for r in ranked), default=0.0)
+    coverage = {
+        r.item_id: fusion.coverage(items[r.item_id].text, context.terms) if r.lexical_rank is not None else 0.0
+        for r in ranked
+    }
+    best_coverage = max(coverage.values(), default=0.0)
     now = timezone.now()
     scored = []
     for r in ranked:
@@ -264,6 +273,8 @@ def _scored(found: _Found) -> list[Hit]:
         own_text = documents.without_speaker_label(item.text, item.agent)
         features = fusion.Features(
             lexical_share=(r.lexical_score or 0.0) / best_lexical if best_lexical > 0 else 0.0,
+            coverage=coverage[r.item_id],
+            best_coverage=best_coverage,
             similarity=similarity.get(r.item_id, 0.0),
             similarity_gap=similarity.get(r.item_id, 0.0) - best_similarity,
             substance=fusion.substance(own_text, kind=item.kind),

@@ -62,6 +62,10 @@ class SearchExplainSerializer(serializers.Serializer):
     vector_rank = serializers.IntegerField(allow_null=True)
     vector_similarity = serializers.FloatField(allow_null=True)
     lexical_share = serializers.FloatField(help_text="its word match as a share of the query's best one (0-1)")
+    coverage = serializers.FloatField(help_text="the share of the query's words its text holds (0-1)")
+    best_coverage = serializers.FloatField(
+        help_text="the best coverage among the query's candidates: how much the words explain"
+    )
     similarity_gap = serializers.FloatField(help_text="its similarity minus the best candidate's (<= 0)")
     substance = serializers.FloatField(help_text="content words of raw conversation, up to 8, as a share (0-1)")
     speaker_named = serializers.BooleanField(help_text="the query names its speaker")
