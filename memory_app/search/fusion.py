@@ -1,8 +1,9 @@
 """How the two engines' candidates become one list (pure functions, no database).
 
-Each candidate's relevance is a weighted sum of what the engines and the item say about it, a
-logistic model fitted on the development set of `bench/recall_sets.py` (175 questions over 2,303
-dated turns) and reported on its separate test set (docs/recall.md has the figures):
+Each candidate's relevance is a weighted sum of what the engines and the item say about it, passed
+through a logistic function; the weights were chosen on development sets (the conversations of
+`bench/recall_sets.py --seed 1` and the search bench's planted memories) and are reported on a
+separate test set (docs/recall.md, bench/README.md):
 
 - its word match, as a share of the best word match of this query (BM25 score / the top score:
   BM25's scale changes from query to query, its ratio does not), counted in proportion to how much
