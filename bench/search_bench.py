@@ -7,10 +7,11 @@ the quality of lexical, vector and hybrid ranking on planted memories.
     #          --pg-url postgres://postgres@127.0.0.1:5432  --keep-db
 
 Engines: SQLite (FTS5 + exact cosine in numpy) in MEMSITE_VAR_DIR (default /tmp/var-searchbench);
-PostgreSQL without pgvector (tsvector/GIN + exact cosine) on --pg-url, in a database
-`memsite_searchbench` created and dropped by the bench; PostgreSQL 18 + pgvector 0.8 (tsvector/GIN
-+ HNSW) on the bundled server of tests/pgvector_server.py. Each engine runs in a child process
-with its own DATABASE_URL: a fresh database, `migrate`, the seed, the measurements, a JSON result.
+on the PostgreSQL server of --pg-url, in a database `memsite_searchbench` created and dropped by the
+bench (tests/pgvector_server.py): PostgreSQL without pgvector (tsvector/GIN + exact cosine; the
+database's role may not create the extension) and PostgreSQL + pgvector (tsvector/GIN + HNSW; the
+server must have pgvector, which .ci/run installs). Each engine runs in a child process with its
+own DATABASE_URL: a fresh database, `migrate`, the seed, the measurements, a JSON result.
 
 1. Model (a child process of its own, 1 onnxruntime thread): the offline model
    (memory_app.search.embeddings.offline) embeds the quality set's distractors, realistic
@@ -90,8 +91,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=5, help="latency rounds (medians of per-round p50/p99)")
     parser.add_argument("--queries", type=int, default=40, help="queries per team, mode and round (at most)")
     parser.add_argument("--distractors", type=int, default=3000, help="real texts the planted memories hide among")
-    parser.add_argument("--pg-url", default="postgres://postgres@127.0.0.1:5432", help="server without pgvector")
-    parser.add_argument("--keep-db", action="store_true", help="leave the databases (and the pgvector server)")
+    parser.add_argument(
+        "--pg-url", default="postgres://postgres@127.0.0.1:5432", help="PostgreSQL server (as its superuser)"
+    )
+    parser.add_argument("--keep-db", action="store_true", help="leave the databases")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # model | engine
     parser.add_argument("--config", help=argparse.SUPPRESS)
     json_option(parser, "search_bench")
@@ -544,8 +547,7 @@ def vector_plans(
         sql, params = captured[-1]
         with transaction.atomic(), connection.cursor() as cursor:
             if schema.pgvector_installed():
-                cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                cursor.execute("SET LOCAL hnsw.ef_search = %s", [max(40, CANDIDATES * 2)])
+                engines.set_pgvector_scan(cursor, CANDIDATES)
             cursor.execute(f"EXPLAIN {sql}", params)
             text = "\n".join(row[0] for row in cursor.fetchall())
         if schema.vector_index_name(corpus.DIMENSION) in text:
@@ -698,6 +700,8 @@ def engine_child(config: dict[str, Any]) -> dict[str, Any]:
     pgvector = schema.pgvector_installed()
     if config["engine"] == "pgvector" and not pgvector:
         raise SystemExit("pgvector engine: the migration did not install the vector column")
+    if config["engine"] == "postgres" and pgvector:
+        raise SystemExit("postgres engine: the migration installed pgvector's column")
     with connection.cursor() as cursor:
         if vendor == "postgresql":
             cursor.execute("SHOW server_version")
@@ -730,13 +734,6 @@ def engine_child(config: dict[str, Any]) -> dict[str, Any]:
 
 
 # --- the parent --------------------------------------------------------------------------------
-
-
-def admin(url: str, statement: str) -> None:
-    import psycopg
-
-    with psycopg.connect(f"{url}/postgres", autocommit=True) as conn:
-        conn.execute(statement)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -778,27 +775,16 @@ def run(args: argparse.Namespace) -> int:
             if not args.keep_db:
                 for suffix in ("", "-wal", "-shm"):
                     Path(f"{path}{suffix}").unlink(missing_ok=True)
-        elif engine == "postgres":
-            admin(args.pg_url, f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-            admin(args.pg_url, f"CREATE DATABASE {DB_NAME}")
+        else:
+            from tests.pgvector_server import create_database, drop_database
+
+            drop_database(DB_NAME, args.pg_url)
+            url = create_database(DB_NAME, pgvector=engine == "pgvector", server=args.pg_url)
             try:
-                env = child_environment(var_dir, f"{args.pg_url}/{DB_NAME}", None)
-                results[engine] = run_child("engine", config, env, workdir)
+                results[engine] = run_child("engine", config, child_environment(var_dir, url, None), workdir)
             finally:
                 if not args.keep_db:
-                    admin(args.pg_url, f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-        else:
-            from tests.pgvector_server import PgvectorServer
-
-            server = PgvectorServer().start()
-            try:
-                env = child_environment(var_dir, server.create_database(DB_NAME), None)
-                results[engine] = run_child("engine", config, env, workdir)
-            finally:
-                if args.keep_db:
-                    print(f"pgvector server left running: {server.url(DB_NAME)}", file=sys.stderr)
-                else:
-                    server.stop()
+                    drop_database(DB_NAME, args.pg_url)
     goals = report(args, when, model, results, vectors, time.perf_counter() - started)
     write_figures(
         args.json,

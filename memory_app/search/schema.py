@@ -96,13 +96,23 @@ def reinstall_lexical(connection: BaseDatabaseWrapper, *, text_only: bool = Fals
     install_lexical(connection, text_only=text_only)
 
 
+# The vector engine sets hnsw.iterative_scan (engines.set_pgvector_scan), which pgvector has from 0.8
+# on: an older pgvector refuses the setting, so such a server keeps exact cosine.
+MINIMUM_PGVECTOR = (0, 8)
+
+
 def pgvector_available(connection: BaseDatabaseWrapper = default_connection) -> bool:
-    """Whether the database server has the extension to install (not whether it is installed)."""
+    """Whether the database server has the extension to install, at MINIMUM_PGVECTOR or later
+    (not whether it is installed)."""
     if connection.vendor != "postgresql":
         return False
     with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
-        return cursor.fetchone() is not None
+        cursor.execute("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'")
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    version = tuple(int(part) for part in str(row[0]).split(".") if part.isdigit())
+    return version >= MINIMUM_PGVECTOR
 
 
 # Whether the item table has its vector column, per database this process has asked: the
