@@ -32,6 +32,7 @@ BENCHES = (
     "hot_path_profile",
     "load",
     "mcp_bench",
+    "queue_fairness",
     "recall_fit",
     "recall_sets",
     "retention_bench",

@@ -341,7 +341,11 @@ SEARCH_INDEX_DELAY = env_float("MEMSITE_SEARCH_INDEX_DELAY", 0.0)
 # without a floor, a search always returns `limit` items, however unrelated.
 SEARCH_VECTOR_MIN_SIMILARITY = env_float("MEMSITE_SEARCH_VECTOR_MIN_SIMILARITY", 0.2)
 SEARCH_EMBED_BATCH = env_int("MEMSITE_SEARCH_EMBED_BATCH", 64, minimum=1)
-SEARCH_RUN_SECONDS = env_float("MEMSITE_SEARCH_RUN_SECONDS", 60.0)
+# A run stops after the batch that ends past this many seconds and re-queues itself at the back of
+# the "search" queue: a worker that also consumes other queues (a plain `celery -A memsite worker`)
+# takes whatever waits there between two slices, so a backlog delays other jobs by one slice, not
+# by the whole backlog (docs/scaling.md, "Worker layout"; bench/queue_fairness.py measured 60 s).
+SEARCH_RUN_SECONDS = env_float("MEMSITE_SEARCH_RUN_SECONDS", 5.0)
 # Without pgvector, vector search is exact cosine in numpy over a team's filtered items, newest
 # first: past this many candidates it reads only the newest ones (docs/recall.md).
 SEARCH_EXACT_MAX_ITEMS = env_int("MEMSITE_SEARCH_EXACT_MAX_ITEMS", 100_000, minimum=100)

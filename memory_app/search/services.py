@@ -67,7 +67,9 @@ JOB = jobs.JobKind(
 )
 
 SESSIONS_PER_STEP = 20  # sessions whose new messages one step turns into items
-MESSAGES_PER_SESSION_STEP = 500
+# Messages of one session turned into items in one transaction. On SQLite every other write waits
+# for it: with 500, creating three jobs waited 9.4 s behind two index runs (bench/queue_fairness.py).
+MESSAGES_PER_SESSION_STEP = 100
 _LINK_FIELDS = {
     "session_id",
     "message_id",
@@ -275,9 +277,10 @@ class Progress:
 
 def search_index_execute(*, run_id: str) -> str:
     """Bring the run's team's index up to date: turn new messages into items, then embed pending
-    items in batches, until nothing is left or SEARCH_RUN_SECONDS have passed (a follow-up run
-    takes the rest). A transient embedding error retries the run with backoff; a text the backend
-    refuses marks that item failed and the run goes on."""
+    items in batches, until nothing is left or SEARCH_RUN_SECONDS have passed (a follow-up run,
+    sent to the back of the queue, takes the rest: the worker slot is free between two slices
+    for whatever else waits). A transient embedding error retries the run with backoff; a text
+    the backend refuses marks that item failed and the run goes on."""
     if not jobs.claim(JOB, run_id):
         return jobs.ALREADY_CLAIMED
     run = IndexRun.objects.get(pk=run_id)
@@ -285,14 +288,15 @@ def search_index_execute(*, run_id: str) -> str:
     progress = Progress()
     embedder = get_embedder()
     more = False
+    until = started + settings.SEARCH_RUN_SECONDS
     try:
         while True:
-            read = _materialize_messages(team_id=run.team_id)
+            read = _materialize_messages(team_id=run.team_id, until=until)
             progress.messages_read += read
             embedded = _embed_batch(team_id=run.team_id, embedder=embedder, progress=progress)
             if not read and not embedded:
                 break
-            if time.monotonic() - started > settings.SEARCH_RUN_SECONDS:
+            if time.monotonic() > until:
                 more = True
                 break
     except EmbeddingTransientError as exc:
@@ -326,13 +330,17 @@ def _has_backlog(team_id: int) -> bool:
     return _dirty_sessions(team_id).exists() or SearchItem.objects.filter(team_id=team_id, state=State.PENDING).exists()
 
 
-def _materialize_messages(*, team_id: int) -> int:
-    """Turn the messages after each session's cursor into items (a step's worth); returns how many were read."""
+def _materialize_messages(*, team_id: int, until: float | None = None) -> int:
+    """Turn the messages after each session's cursor into items (a step's worth); returns how many
+    were read. Stops between two sessions once `until` (a time.monotonic()) has passed: a step of
+    many sessions would otherwise overrun the run's slice."""
     read = 0
     for session in _dirty_sessions(team_id).only("id", "team_id", "last_seq", "search_indexed_seq", "metadata")[
         :SESSIONS_PER_STEP
     ]:
         read += _materialize_session(session)
+        if until is not None and time.monotonic() > until:
+            break
     return read
 
 
