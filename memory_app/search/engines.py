@@ -10,7 +10,6 @@ newest SEARCH_EXACT_MAX_ITEMS at most. Only vectors of the configured model are 
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -97,9 +96,6 @@ BM25_B = 0.75
 # per word, a rare word's matches all stay in, however many newer items a common word matches.
 # Finding the matches still reads each word's matches in the team (a bitmap heap scan, ~1 us each).
 LEXICAL_RANKED_MATCHES = 2000
-# A word's document frequency is counted up to this many items: past it the word is common and its
-# weight (idf) barely moves, while counting every match of it would grow with the team.
-DOCUMENT_FREQUENCY_CAP = 20000
 # A team's item count and mean item length (BM25's N and avgdl) change slowly: asked once a while.
 TEAM_STATISTICS_TTL_SECONDS = 300.0
 _team_statistics: dict[tuple[str, int], tuple[int, float, float]] = {}  # (db, team) -> (N, avgdl, when)
@@ -108,45 +104,47 @@ _team_statistics: dict[tuple[str, int], tuple[int, float, float]] = {}  # (db, t
 def _postgres_lexical(filters: Filters, terms: Sequence[str], limit: int) -> list[tuple[int, float]]:
     """Okapi BM25 over the team's items (as SQLite's FTS5 computes it), context words weighted
     CONTEXT_WEIGHT: PostgreSQL's own ts_rank_cd rewards words standing close together, which
-    ranks a question's answer below texts that merely repeat one of its words."""
+    ranks a question's answer below texts that merely repeat one of its words. One statement:
+    each word's newest matches and its number of matches (its idf) come from the same scan."""
     lexemes = _postgres_lexemes(terms)
     if not lexemes:
         return []
     count, average_length = _postgres_team_statistics(filters.team_id)
-    idf = _postgres_idf(filters.team_id, lexemes, count)
-    # Lexemes are what to_tsvector made of the user's words, matched as they are (quoted, not
-    # stemmed again); the SQL is this module's text and every value travels as a parameter.
-    query = "%s::tsquery"
     where, where_params = _item_conditions(candidates(filters))
     per_word = max(1, LEXICAL_RANKED_MATCHES // len(lexemes))
-    newest = (
-        f"(SELECT id FROM {schema.TABLE} WHERE {where} AND search_tsv @@ {query} "  # noqa: S608
-        "ORDER BY occurred_at DESC, id DESC LIMIT %s)"
-    )
-    # tf: a word's places in the item, a context place (weight D) counting CONTEXT_WEIGHT; the
-    # item's length is its number of distinct words (the tsvector's length: no need to unnest it).
+    # Lexemes are what to_tsvector made of the user's words, matched as they are (quoted, not
+    # stemmed again); the SQL is this module's text and every value travels as a parameter.
+    # A word's document frequency n is counted among the items searched (the window count, before
+    # the LIMIT); idf = ln(1 + (N - n + 0.5) / (n + 0.5)) with N the team's items. tf: a word's
+    # places in the item, a context place (weight D) counting CONTEXT_WEIGHT; the item's length is
+    # its number of distinct words (the tsvector's length: no need to unnest it).
     sql = (
-        "SELECT c.id, SUM(w.idf * u.tf * %s / (u.tf + %s * (1 - %s + %s * length(c.search_tsv) / %s))) AS score "  # noqa: S608
-        f"FROM {schema.TABLE} c, LATERAL (SELECT lexeme, "
-        "cardinality(weights) - %s * cardinality(array_positions(weights, 'D')) AS tf "
-        "FROM unnest(c.search_tsv)) u, unnest(%s::text[], %s::float8[]) AS w(lexeme, idf) "
-        f"WHERE u.lexeme = w.lexeme AND c.id IN ({' UNION '.join([newest] * len(lexemes))}) "
+        "WITH matches AS (SELECT w.lexeme, m.id, m.n FROM unnest(%s::text[], %s::tsquery[]) AS w(lexeme, q) "  # noqa: S608
+        f"CROSS JOIN LATERAL (SELECT id, count(*) OVER () AS n FROM {schema.TABLE} "
+        f"WHERE {where} AND search_tsv @@ w.q ORDER BY occurred_at DESC, id DESC LIMIT %s) AS m), "
+        "weights AS (SELECT DISTINCT lexeme, ln(1 + (greatest(%s, n) - n + 0.5) / (n + 0.5)) AS idf FROM matches) "
+        "SELECT c.id, SUM(w.idf * u.tf * %s / (u.tf + %s * (1 - %s + %s * length(c.search_tsv) / %s))) AS score "
+        f"FROM (SELECT DISTINCT id FROM matches) AS found JOIN {schema.TABLE} c ON c.id = found.id, "
+        "LATERAL (SELECT lexeme, cardinality(weights) - %s * cardinality(array_positions(weights, 'D')) AS tf "
+        "FROM unnest(c.search_tsv)) u JOIN weights w ON w.lexeme = u.lexeme "
         "GROUP BY c.id ORDER BY score DESC, c.id DESC LIMIT %s"
     )
     params: list[Any] = [
+        list(lexemes),
+        [_tsquery_literal(lexeme) for lexeme in lexemes],
+        *where_params,
+        per_word,
+        count,
         BM25_K1 + 1.0,
         BM25_K1,
         BM25_B,
         BM25_B,
         max(average_length, 1.0),
         1.0 - CONTEXT_WEIGHT,
-        list(lexemes),
-        [idf[lexeme] for lexeme in lexemes],
+        limit,
     ]
-    for lexeme in lexemes:
-        params += [*where_params, _tsquery_literal(lexeme), per_word]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, limit])
+        cursor.execute(sql, params)
         return [(int(item_id), float(score)) for item_id, score in cursor.fetchall()]
 
 
@@ -174,23 +172,6 @@ def _postgres_team_statistics(team_id: int) -> tuple[int, float]:
         count, average = cursor.fetchone()
     _team_statistics[key] = (int(count), float(average), time.monotonic())
     return int(count), float(average)
-
-
-def _postgres_idf(team_id: int, lexemes: Sequence[str], count: int) -> dict[str, float]:
-    """Each lexeme's idf in the team, ln(1 + (N - n + 0.5) / (n + 0.5)) (never negative)."""
-    counts = " UNION ALL ".join(
-        f"SELECT %s, count(*) FROM (SELECT 1 FROM {schema.TABLE} WHERE team_id = %s "  # noqa: S608
-        "AND search_tsv @@ %s::tsquery LIMIT %s) AS m"
-        for _ in lexemes
-    )
-    params: list[Any] = []
-    for lexeme in lexemes:
-        params += [lexeme, team_id, _tsquery_literal(lexeme), DOCUMENT_FREQUENCY_CAP]
-    with connection.cursor() as cursor:
-        cursor.execute(counts, params)
-        frequency = {str(lexeme): int(n) for lexeme, n in cursor.fetchall()}
-    total = max(count, max(frequency.values(), default=0))
-    return {lexeme: math.log(1.0 + (total - n + 0.5) / (n + 0.5)) for lexeme, n in frequency.items()}
 
 
 def _tsquery_literal(lexeme: str) -> str:
