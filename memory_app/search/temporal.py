@@ -36,8 +36,6 @@ _UNPLACEABLE: Final = _Unplaceable()
 Resolution = Span | _Unplaceable | None
 Resolver = Callable[[re.Match[str], datetime], Resolution]
 
-# The same word pattern as the lexical engine (fusion._WORD), so the caller drops exactly these words.
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 _FULL_MONTHS = "january february march april may june july august september october november december".split()
 _ABBREVIATED = dict(jan=1, feb=2, mar=3, apr=4, jun=6, jul=7, aug=8, sep=9, sept=9, oct=10, nov=11, dec=12)
@@ -79,13 +77,6 @@ def resolve_time(query: str, *, reference: datetime) -> TimeWindow | None:
     if not isinstance(resolution, tuple):
         return None
     return TimeWindow(start=resolution[0], end=resolution[1], expression=query[start:end])
-
-
-def time_words(expression: TimeWindow | None) -> frozenset[str]:
-    """The lowercased words of the expression ({"last", "july"}), so the caller can drop them from lexical matching."""
-    if expression is None:
-        return frozenset()
-    return frozenset(word.lower() for word in _WORD.findall(expression.expression))
 
 
 def _candidates(query: str, reference: datetime) -> list[tuple[int, int, Span | _Unplaceable]]:
