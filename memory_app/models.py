@@ -7,6 +7,7 @@ from memory_app.conversations.models import MemoryType, Message, Session
 from memory_app.events.models import EventStreamLease, MemoryEvent
 from memory_app.facts.models import Fact, FactExtractionRun
 from memory_app.idempotency.models import IdempotencyRecord
+from memory_app.jobs.models import WorkerHeartbeat
 from memory_app.rounds.models import Attachment, Round, ScratchEntry, SharedMemoryEntry
 from memory_app.search.models import IndexRun, SearchItem, SearchKind
 from memory_app.tenancy.models import ApiKey, Team, TeamMembership
@@ -41,4 +42,5 @@ __all__ = [
     "VerbatimJSONField",
     "Webhook",
     "WebhookDelivery",
+    "WorkerHeartbeat",
 ]

@@ -6,9 +6,10 @@ eagerly, ever sends these signals.
 
 from __future__ import annotations
 
-from celery.signals import task_failure, task_prerun
+from celery.signals import task_failure, task_prerun, worker_ready, worker_shutdown
 
 from memory_app import jobs
+from memory_app.jobs import heartbeat
 
 
 def no_job_claimed_yet(**_: object) -> None:
@@ -28,3 +29,6 @@ def connect_job_lifecycle() -> None:
     # ready() from connecting them twice.
     task_prerun.connect(no_job_claimed_yet, weak=False, dispatch_uid="memory_app.no_job_claimed_yet")
     task_failure.connect(record_crash_on_the_job, weak=False, dispatch_uid="memory_app.record_crash_on_the_job")
+    # Each worker's main process beats for it (the ops page's account of workers).
+    worker_ready.connect(heartbeat.start_beating, weak=False, dispatch_uid="memory_app.worker_heartbeat_start")
+    worker_shutdown.connect(heartbeat.stop_beating, weak=False, dispatch_uid="memory_app.worker_heartbeat_stop")

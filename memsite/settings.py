@@ -242,6 +242,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # still closed after this many tasks, and a ping before each task drops broken ones (memsite.celery).
 CELERY_DB_REUSE_MAX = env_int("MEMSITE_WORKER_DB_REUSE_MAX", 200, minimum=0)
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# Every worker writes a heartbeat row this often (memory_app.jobs.heartbeat); the ops page takes
+# a worker whose latest beat is WORKER_LOST_AFTER_BEATS beats old as lost.
+WORKER_HEARTBEAT_SECONDS = env_float("MEMSITE_WORKER_HEARTBEAT_SECONDS", 5.0)
+WORKER_LOST_AFTER_BEATS = 6
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 COMPACTION_QUEUE = "compaction"
 CELERY_TASK_DEFAULT_QUEUE = "celery"

@@ -23,3 +23,22 @@ class JobRecord(models.Model):
 
     class Meta:
         abstract = True
+
+
+class WorkerHeartbeat(models.Model):
+    """A Celery worker's own account of itself, rewritten every few seconds by a thread of the
+    worker's main process (memory_app.jobs.heartbeat): who it is, which queues it consumes, how
+    many tasks it runs at once. The ops page reads liveness here, not from a control broadcast:
+    a worker whose slots are all busy still beats, where it may miss a broadcast's short window."""
+
+    name = models.CharField(max_length=200, unique=True)  # the worker's hostname, "celery@host"
+    pid = models.PositiveIntegerField()
+    queues = models.JSONField(default=list)  # the queue names it consumes
+    concurrency = models.PositiveSmallIntegerField(default=0)  # its pool's slots
+    started_at = models.DateTimeField()
+    beat_at = models.DateTimeField()
+    # Set when the worker shut down cleanly; a worker that died only stops beating.
+    stopped_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.name

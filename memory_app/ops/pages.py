@@ -12,6 +12,7 @@ from datetime import timedelta
 from functools import wraps
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -44,18 +45,12 @@ OPS_REFRESH_SECONDS = 5
 OPS_RECENT_WINDOW = timedelta(hours=24)
 
 
-# The filesystem broker answers a ping in about a second; a broker that is down, never.
-OPS_PING_TIMEOUT = 0.5
-
-
-OPS_PING_DEADLINE = 2.0
-
-
-# A worker that answered within this many seconds still counts as seen alive.
-OPS_WORKER_MEMORY = 30.0
-
-
 OPS_JOBS_PER_PAGE = 25
+
+
+# A retry this late past its due time is flagged overdue: no worker took it when it was due
+# (the filesystem broker polls each second; a busy queue adds its wait).
+OPS_RETRY_GRACE_SECONDS = 30
 
 
 def ops_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -131,15 +126,18 @@ class QueueView:
         return milliseconds(self.throughput.p95_ms)
 
 
+def worker_lost_after() -> float:
+    """Seconds without a heartbeat after which the ops page counts a worker as lost."""
+    return float(settings.WORKER_HEARTBEAT_SECONDS * settings.WORKER_LOST_AFTER_BEATS)
+
+
 def _window(request: HttpRequest) -> Window:
     return WINDOWS.get(request.GET.get("window", ""), WINDOWS["hour"])
 
 
 def _ops_status(team_ids: list[int] | None, window: Window) -> dict[str, Any]:
     now = timezone.now()
-    workers = ops_selectors.workers_seen(
-        timeout=OPS_PING_TIMEOUT, deadline=OPS_PING_DEADLINE, remember=OPS_WORKER_MEMORY
-    )
+    workers = ops_selectors.workers_seen(team_ids=team_ids, lost_after=worker_lost_after(), now=now)
     queues = []
     for source in jobs.job_kinds():
         stats = ops_selectors.job_queue_stats(source=source, since=now - OPS_RECENT_WINDOW, team_ids=team_ids)
@@ -166,7 +164,6 @@ def _ops_status(team_ids: list[int] | None, window: Window) -> dict[str, Any]:
         "index_backlog": ops_selectors.search_index_backlog(team_ids=team_ids),
         "index_failures": ops_selectors.search_index_failures(team_ids=team_ids, limit=OPS_INDEX_FAILURES_SHOWN),
         "workers": workers,
-        "worker_memory": OPS_WORKER_MEMORY,
         "checked_at": now,
         "refresh_seconds": OPS_REFRESH_SECONDS,
         "all_teams": team_ids is None,
@@ -251,6 +248,15 @@ def ops_job(request: HttpRequest, kind: str, job_id: uuid.UUID, *, team_ids: lis
     duration = getattr(job, source.duration_field) if source.duration_field else None
     if duration is None and started and job.ended:
         duration = max(int((job.ended - started).total_seconds() * 1000), 0)
+    # Put back after a failed attempt, the job is pending again: the claim shown is the attempt
+    # before, and the next one is due at the time the retry set (its queued field).
+    waiting_to_retry = job.status == source.pending and bool(started) and started < job.pending_since
+    next_attempt = getattr(job, source.queued_field) if waiting_to_retry else None
+    overdue = (
+        short_duration(timezone.now() - next_attempt)
+        if next_attempt and timezone.now() - next_attempt > timedelta(seconds=OPS_RETRY_GRACE_SECONDS)
+        else ""
+    )
     context = {
         "source": source,
         "job": job,
@@ -259,6 +265,9 @@ def ops_job(request: HttpRequest, kind: str, job_id: uuid.UUID, *, team_ids: lis
         "max_attempts": source.max_attempts,
         "started": started,
         "waited": short_duration(started - job.pending_since) if started and started >= job.pending_since else "",
+        "waiting_to_retry": waiting_to_retry,
+        "next_attempt": next_attempt,
+        "overdue": overdue,
         "duration_label": milliseconds(duration),
         "state": "running" if job.status == source.active else ("done" if job.status == source.done else job.status),
         "retryable": source.retry_service is not None and job.status in ("failed", "quarantined"),

@@ -7,8 +7,6 @@ selector reads."""
 from __future__ import annotations
 
 import math
-import threading
-import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -33,12 +31,13 @@ from django.db.models import (
     When,
 )
 from django.db.models.functions import Substr
+from django.utils import timezone
 
 from memory_app.jobs import JobKind, job_kind_get, job_kinds
+from memory_app.jobs.models import WorkerHeartbeat
 from memory_app.search.models import SearchItem
 from memory_app.tenancy.models import Team
 from memsite.errors import NotFound
-from memsite.masking import mask_secrets
 
 
 def _finished(source: JobKind) -> Any:
@@ -383,126 +382,117 @@ def search_index_failures(*, team_ids: list[int] | None, limit: int) -> list[Sea
 
 
 @dataclass(frozen=True)
+class RunningJob:
+    """A job a worker has claimed and not finished: what one of its slots is doing."""
+
+    kind: str  # the job kind's key, for its detail page's URL
+    label: str
+    job_id: Any
+    team_name: str
+    session_id: Any  # None for a job of a whole team (the search index) or of no session (a webhook)
+    seconds: int  # since the worker claimed it
+
+
+@dataclass(frozen=True)
 class WorkerSeen:
     name: str
-    seconds_ago: int  # since its latest answer; 0 = it answered the broadcast just made
-    queues: tuple[str, ...] = ()  # the queues it said it consumes
+    seconds_ago: int  # since its latest heartbeat
+    queues: tuple[str, ...] = ()  # the queues it says it consumes
+    concurrency: int = 0  # its slots
+    pid: int = 0
+    started_at: datetime | None = None
+    alive: bool = True  # beat within the lost-after window and did not stop
+    stopped: bool = False  # shut down cleanly
+    running: tuple[RunningJob, ...] = ()
+
+    @property
+    def idle_slots(self) -> int:
+        return max(self.concurrency - len(self.running), 0)
 
 
 @dataclass(frozen=True)
 class WorkersSeen:
-    """Who answered lately: the one account of worker liveness the ops page shows."""
+    """Every worker's own heartbeats: the one account of worker liveness the ops page shows."""
 
-    known: bool  # False: no answer lately, so nothing can be said (not even "none")
-    workers: list[WorkerSeen]
-    detail: str = ""  # why the latest broadcast got no answer, if it got none
-    memory: float = 30.0  # seconds an answer counts
+    workers: list[WorkerSeen]  # alive ones first, then those stopped or lost in the last day
+    lost_after: float = 30.0  # seconds without a heartbeat after which a worker counts as lost
+
+    @property
+    def alive(self) -> list[WorkerSeen]:
+        return [worker for worker in self.workers if worker.alive]
+
+    @property
+    def gone(self) -> list[WorkerSeen]:
+        return [worker for worker in self.workers if not worker.alive]
 
     @property
     def names(self) -> list[str]:
-        return [worker.name for worker in self.workers]
+        return [worker.name for worker in self.alive]
 
     @property
     def latest_seconds_ago(self) -> int | None:
-        return min((worker.seconds_ago for worker in self.workers), default=None)
+        return min((worker.seconds_ago for worker in self.alive), default=None)
 
     def consumers_of(self, queue: str) -> list[str]:
-        return [worker.name for worker in self.workers if queue in worker.queues]
+        return [worker.name for worker in self.alive if queue in worker.queues]
 
     @property
     def summary(self) -> str:
-        """One sentence, from the remembered answers alone: a broadcast that just missed an answer
-        does not contradict a worker that answered the one before."""
-        if not self.known:
-            return f"No worker answered in the last {self.memory:g} s ({self.detail or 'no answer'})."
-        n = len(self.workers)
-        latest = self.latest_seconds_ago
-        when = "just now" if not latest else f"{latest} s ago"
-        return f"{n} worker{'' if n == 1 else 's'} answered, the latest {when}."
+        n = len(self.alive)
+        if not n:
+            return f"No worker has sent a heartbeat in the last {self.lost_after:g} s."
+        busy = sum(len(worker.running) for worker in self.alive)
+        slots = sum(worker.concurrency for worker in self.alive)
+        return f"{n} worker{'' if n == 1 else 's'} alive, {busy} of {slots} slot{'' if slots == 1 else 's'} busy."
 
 
-# One broadcast at a time per process: one stuck on an unreachable broker must not pile up
-# threads while the ops page keeps polling.
-_PING_IN_FLIGHT = threading.Lock()
+def workers_seen(*, team_ids: list[int] | None, lost_after: float, now: datetime | None = None) -> WorkersSeen:
+    """Workers from their own heartbeat rows (memory_app.jobs.heartbeat), each with the jobs it
+    has claimed and not finished. A worker whose slots are all busy keeps beating: a thread of its
+    main process writes the row, not the busy pool. An operator of some teams sees those teams'
+    jobs in the slots; every worker is listed, as every team's jobs share them."""
+    now = now or timezone.now()
+    rows = list(WorkerHeartbeat.objects.order_by("name"))
+    running = _running_jobs([row.name for row in rows], team_ids=team_ids, now=now)
+    workers = [
+        WorkerSeen(
+            name=row.name,
+            seconds_ago=max(int((now - row.beat_at).total_seconds()), 0),
+            queues=tuple(row.queues),
+            concurrency=row.concurrency,
+            pid=row.pid,
+            started_at=row.started_at,
+            alive=row.stopped_at is None and (now - row.beat_at).total_seconds() <= lost_after,
+            stopped=row.stopped_at is not None,
+            running=tuple(running.get(row.name, ())),
+        )
+        for row in rows
+    ]
+    workers.sort(key=lambda worker: (not worker.alive, worker.name))
+    return WorkersSeen(workers=workers, lost_after=lost_after)
 
 
-# Worker name -> (time.monotonic() of its latest answer, the queues it consumes), in this
-# process. A broadcast reply can miss a short window (the filesystem broker polls once a
-# second), so a worker counts as alive for a while after its last answer instead of flickering.
-_WORKERS_LAST_ANSWER: dict[str, tuple[float, tuple[str, ...]]] = {}
-# (time.monotonic(), outcome) of the latest broadcast: pages polled within PING_CACHE seconds
-# reuse it rather than broadcasting again (every open ops tab polls every few seconds).
-_LAST_PING: list[tuple[float, str]] = []
-PING_CACHE = 3.0
-
-
-def forget_workers() -> None:
-    """Drop every remembered answer, so the next `workers_seen` knows only who answers then
-    (tests start from no worker; a process otherwise keeps the memory for its lifetime)."""
-    _WORKERS_LAST_ANSWER.clear()
-    _LAST_PING.clear()
-
-
-def _ask_workers(timeout: float) -> dict[str, Any] | None:
-    """Celery's `inspect active_queues` broadcast: {worker name: [queue declarations]}, or None
-    when no worker answered within `timeout` seconds. One answer proves a worker alive and says
-    what it consumes."""
-    from memsite.celery import app as celery_app
-
-    return celery_app.control.inspect(timeout=timeout).active_queues()
-
-
-def _ping_workers(timeout: float, deadline: float) -> str:
-    """Broadcast in a daemon thread and record who answers; "" or why nobody did.
-
-    A broker that is down makes kombu retry its connection for seconds: the caller waits
-    `deadline` at most, and an answer that comes later still counts for the next call.
-    """
-    if not _PING_IN_FLIGHT.acquire(blocking=False):
-        return "the previous broadcast has not returned yet"
-    outcome: dict[str, Any] = {}
-
-    def ping() -> None:
-        try:
-            replies = _ask_workers(timeout) or {}
-            answered = time.monotonic()
-            for name, queues in replies.items():
-                names = tuple(str(q.get("name")) for q in queues or () if isinstance(q, dict))
-                _WORKERS_LAST_ANSWER[str(name)] = (answered, names)
-            outcome["names"] = list(replies)
-        except Exception as exc:  # broker unreachable, broadcast unsupported...
-            outcome["error"] = mask_secrets(f"{type(exc).__name__}: {exc}")[:200]  # may quote the broker URL
-        finally:
-            _PING_IN_FLIGHT.release()
-
-    thread = threading.Thread(target=ping, name="ops-worker-ping", daemon=True)
-    thread.start()
-    thread.join(deadline)
-    if "error" in outcome:
-        return f"the broadcast failed ({outcome['error']})"
-    if "names" not in outcome:
-        return f"the broker did not answer within {deadline:g} s"
-    return "" if outcome["names"] else f"no worker answered within {timeout:g} s"
-
-
-def workers_seen(*, timeout: float = 0.5, deadline: float = 2.0, remember: float = 30.0) -> WorkersSeen:
-    """Workers that answered a broadcast (celery's `inspect active_queues`) in the last `remember`
-    s, with their queues; a broadcast made less than PING_CACHE s ago is not repeated."""
-    now = time.monotonic()
-    if _LAST_PING and now - _LAST_PING[0][0] < PING_CACHE:
-        detail = _LAST_PING[0][1]
-    else:
-        detail = _ping_workers(timeout, deadline)
-        _LAST_PING[:] = [(time.monotonic(), detail)]
-    now = time.monotonic()
-    for name, (answered, _) in list(_WORKERS_LAST_ANSWER.items()):
-        if now - answered > remember:
-            _WORKERS_LAST_ANSWER.pop(name, None)
-    workers = sorted(
-        (
-            WorkerSeen(name=name, seconds_ago=int(now - answered), queues=queues)
-            for name, (answered, queues) in _WORKERS_LAST_ANSWER.items()
-        ),
-        key=lambda worker: worker.name,
-    )
-    return WorkersSeen(known=bool(workers), workers=workers, detail=detail, memory=remember)
+def _running_jobs(names: list[str], *, team_ids: list[int] | None, now: datetime) -> dict[str, list[RunningJob]]:
+    """Worker name -> its claimed, unfinished jobs of every kind, longest running first."""
+    out: dict[str, list[RunningJob]] = {}
+    if not names:
+        return out
+    for source in job_kinds():
+        has_session = any(f.name == "session" for f in source.model._meta.get_fields())
+        fields = ["pk", "worker", source.claimed_field, "team__name", *(["session_id"] if has_session else [])]
+        claimed = _jobs_of(source, team_ids).filter(status=source.active, worker__in=names).values(*fields)
+        for row in claimed:
+            since = row[source.claimed_field]
+            out.setdefault(row["worker"], []).append(
+                RunningJob(
+                    kind=source.kind,
+                    label=source.label,
+                    job_id=row["pk"],
+                    team_name=row["team__name"],
+                    session_id=row.get("session_id"),
+                    seconds=max(int((now - since).total_seconds()), 0) if since else 0,
+                )
+            )
+    for jobs_of_worker in out.values():
+        jobs_of_worker.sort(key=lambda job: -job.seconds)
+    return out

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,7 +27,6 @@ from memory_app.events.models import MemoryEvent
 from memory_app.facts import extraction as fact_extraction
 from memory_app.facts.models import FactExtractionRun
 from memory_app.jobs.dispatchers import Sent
-from memory_app.ops import selectors as ops_selectors
 from memory_app.search.models import IndexRun, SearchItem
 from memory_app.tenancy.models import ApiKey, TeamMembership
 from memory_app.webhooks import services as webhooks
@@ -72,15 +70,6 @@ def secrets(settings, llm_server) -> dict[str, str]:
 def team(db: None, secrets: dict[str, str], job_outbox: list[Sent]) -> Tenant:
     """A team whose keys are made after the secrets are set (the HMAC secret signs them)."""
     return make_tenant(f"masked-{uuid.uuid4().hex[:6]}")
-
-
-@pytest.fixture(autouse=True)
-def no_worker_broadcast(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The ops page asks the workers who is alive: nobody answers here."""
-    monkeypatch.setattr(ops_selectors, "_ask_workers", lambda timeout: {})
-    ops_selectors.forget_workers()
-    yield
-    ops_selectors.forget_workers()
 
 
 def team_admin(team: Tenant) -> Client:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -21,9 +20,7 @@ from memory_app.facts import extraction as fact_extraction
 from memory_app.facts import services as facts
 from memory_app.facts.models import Fact, FactExtractionRun
 from memory_app.jobs.dispatchers import Sent
-from memory_app.ops import selectors as ops_selectors
 from memory_app.tenancy.models import TeamMembership
-from memsite.celery import app as celery_app
 from tests.conftest import Tenant
 from tests.job_dispatch import Sends
 
@@ -579,15 +576,7 @@ def test_the_graph_starts_from_the_newest_fact_when_no_entity_is_given(member: C
 # --- the facts queue on the ops page ------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def no_ping(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(celery_app.control, "ping", lambda timeout: [])
-    ops_selectors.forget_workers()
-    yield
-    ops_selectors.forget_workers()
-
-
-def test_the_ops_page_counts_the_facts_queue(client: Client, tenant: Tenant, other_tenant: Tenant, no_ping) -> None:
+def test_the_ops_page_counts_the_facts_queue(client: Client, tenant: Tenant, other_tenant: Tenant) -> None:
     client.force_login(get_user_model().objects.create_user("operator", is_superuser=True))  # sees every team
     mine, theirs = chat(tenant, texts=("a",)), chat(other_tenant, texts=("b",))
     old = FactExtractionRun.objects.create(team=tenant.team, session=mine, trigger="manual", from_seq=1, to_seq=1)
@@ -620,7 +609,7 @@ def test_the_ops_page_counts_the_facts_queue(client: Client, tenant: Tenant, oth
 
 
 def test_a_failed_extraction_is_retried_in_place_from_the_ops_page(
-    curator: Client, tenant: Tenant, sent: Sends, no_ping, django_capture_on_commit_callbacks
+    curator: Client, tenant: Tenant, sent: Sends, django_capture_on_commit_callbacks
 ) -> None:
     session = chat(tenant, "kg-chat", texts=("Ada works at Acme.",))
     run = quarantined(session, status="failed", error="gave up after 4 attempts: 503")
@@ -641,7 +630,7 @@ def test_a_failed_extraction_is_retried_in_place_from_the_ops_page(
     assert f'id="job-{run.pk}"' not in response.content.decode()
 
 
-def test_a_failed_extraction_without_a_session_is_listed(curator: Client, tenant: Tenant, no_ping) -> None:
+def test_a_failed_extraction_without_a_session_is_listed(curator: Client, tenant: Tenant) -> None:
     run = FactExtractionRun.objects.create(
         team=tenant.team, trigger="text", status="failed", error="boom", finished_at=timezone.now()
     )

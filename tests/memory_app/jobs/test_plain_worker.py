@@ -112,17 +112,15 @@ def test_a_worker_started_without_queues_runs_compaction_and_fact_extraction(sta
 
 
 def test_the_ops_page_flags_a_queue_with_pending_jobs_and_no_consumer(start_plain_worker, client: Client) -> None:
-    start_plain_worker("compaction")
+    worker = start_plain_worker("compaction")
     kg = services.session_create(team=make_tenant(f"kg-{uuid.uuid4().hex[:6]}").team, memory_type="kg")
     FactExtractionRun.objects.create(team=kg.team, session=kg, trigger="manual", from_seq=1, to_seq=1)
     client.force_login(get_user_model().objects.create_user("operator", is_superuser=True))
-    ops_selectors.forget_workers()
 
-    def answered() -> bool:
-        ops_selectors.forget_workers()  # ask again rather than reuse a broadcast that missed it
-        return bool(ops_selectors.workers_seen(timeout=1.5, deadline=5).consumers_of("compaction"))
+    def beating() -> bool:
+        return bool(ops_selectors.workers_seen(team_ids=None, lost_after=30).consumers_of("compaction"))
 
-    wait_for(answered, timeout=60, what="the worker to answer the broadcast")
+    wait_for(beating, timeout=60, what="the worker's first heartbeat")
     response = client.get(reverse("dashboard:ops"))
 
     queues = {q.source.kind: q for q in response.context["queues"]}
@@ -132,4 +130,8 @@ def test_the_ops_page_flags_a_queue_with_pending_jobs_and_no_consumer(start_plai
     html = response.content.decode()
     assert 'id="unserved-facts"' in html and "No worker consumes queue <code>facts</code>" in html
     assert 'id="unserved-compaction"' not in html
-    ops_selectors.forget_workers()
+
+    # A worker that shuts down says so: the page does not wait for its heartbeats to age.
+    stop(worker.process)
+    (gone,) = ops_selectors.workers_seen(team_ids=None, lost_after=30).gone
+    assert gone.stopped and gone.name.startswith(worker.name.split("@")[0])

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -18,7 +17,6 @@ from django.utils.module_loading import import_string
 import memory_app.tasks  # noqa: F401  (registers the Celery tasks this reads)
 from memory_app import jobs
 from memory_app.compaction import services as compaction
-from memory_app.ops import selectors as ops_selectors
 from memsite.celery import app as celery_app
 from memsite.errors import NotFound
 
@@ -54,17 +52,7 @@ def test_each_kind_has_its_own_key_and_metric_label_and_a_retry_service_that_exi
         assert kind.retry_service is not None and callable(import_string(kind.retry_service))
 
 
-@pytest.fixture
-def no_worker_answers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The ops page's broadcast goes to no broker and nobody answers it."""
-    monkeypatch.setattr(ops_selectors, "_ask_workers", lambda timeout: None)
-    ops_selectors.forget_workers()
-    yield
-    ops_selectors.forget_workers()
-
-
 @pytest.mark.django_db
-@pytest.mark.usefixtures("no_worker_answers")
 def test_the_ops_pages_list_every_registered_kind(client: Client) -> None:
     client.force_login(get_user_model().objects.create_user("operator", is_superuser=True))
     registered = [kind.kind for kind in jobs.job_kinds()]

@@ -13,9 +13,9 @@ from playwright.sync_api import Browser, Page, ViewportSize, expect
 from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import services
 from memory_app.facts.models import FactExtractionRun
+from memory_app.jobs.heartbeat import WorkerIdentity, beat
 from memory_app.models import Webhook, WebhookDelivery
 from memory_app.ops import pages as ops_pages
-from memory_app.ops import selectors as ops_selectors
 from memory_app.search.models import IndexRun
 from tests.browser_kit import DESKTOP, PASSWORD, PHONE, browser, check_page, member, open_page
 
@@ -78,6 +78,15 @@ def ops_data(transactional_db, monkeypatch: pytest.MonkeyPatch) -> dict[str, str
         duration_ms=61_000,
     )
     FactExtractionRun.objects.create(team=team, session=kg, trigger="manual", from_seq=1, to_seq=4)
+    CompactionRun.objects.create(  # what the worker's one busy slot is running
+        team=team,
+        session=services.session_create(team=team, external_id="nightly-digest", memory_type="managed_conversation"),
+        trigger="manual",
+        status="running",
+        attempts=1,
+        worker="celery@ops-worker-1.internal.example",
+        started_at=now - timedelta(seconds=42),
+    )
     for n in range(5):
         IndexRun.objects.create(
             team=team,
@@ -100,10 +109,15 @@ def ops_data(transactional_db, monkeypatch: pytest.MonkeyPatch) -> dict[str, str
             claimed_at=now - timedelta(minutes=n * 11, seconds=1),
             delivered_at=now - timedelta(minutes=n * 11),
         )
-    answer = {"celery@ops-worker-1.internal.example": [{"name": q} for q in ("celery", "compaction", "search")]}
-    monkeypatch.setattr(ops_selectors, "_ask_workers", lambda timeout: answer)
+    beat(
+        WorkerIdentity(
+            name="celery@ops-worker-1.internal.example",
+            pid=311,
+            concurrency=2,
+            queues=["celery", "compaction", "search"],
+        )
+    )
     monkeypatch.setattr(ops_pages, "OPS_REFRESH_SECONDS", 3600)  # one screenful, not a moving target
-    ops_selectors.forget_workers()
     return {"failed": str(failed.pk)}
 
 
@@ -119,7 +133,12 @@ def test_the_queues_page_fits_and_flags_the_queue_no_worker_consumes(
         expect(page.locator("#unserved-compaction")).to_have_count(0)
         expect(page.locator("#queue-row-facts .consumers")).to_have_text("none")
         expect(page.locator("#queue-row-compaction .consumers")).to_have_text("1 worker")
-        expect(page.locator(".workers-summary")).to_have_text("1 worker answered, the latest just now.")
+        expect(page.locator(".workers-summary")).to_have_text("1 worker alive, 1 of 2 slots busy.")
+        busy = page.locator(".worker-row", has_text="ops-worker-1")
+        expect(busy.locator(".worker-slots")).to_have_text("1 / 2")
+        expect(busy.locator(".worker-running")).to_contain_text("Context compaction")
+        busy.locator(".worker-running a").first.focus()  # the worker panel in view, for the screenshot
+        check_page(page, "ops-workers")
         expect(page.locator("#queue-compaction .throughput-chart rect.done").first).to_be_attached()
         for kind in ("compaction", "facts", "search", "webhooks"):
             expect(page.locator(f"#queue-{kind}")).to_be_visible()
@@ -135,18 +154,18 @@ def test_the_queues_page_fits_and_flags_the_queue_no_worker_consumes(
 def test_the_job_history_filters_and_paginates(live_server, ops_data: dict[str, str], viewport: ViewportSize) -> None:
     with browser() as opened:
         page = ops_page(opened, live_server.url, viewport, "/ops/jobs/")
-        expect(page.locator(".job-count")).to_have_text("47 jobs")
+        expect(page.locator(".job-count")).to_have_text("48 jobs")
         check_page(page, "ops-jobs")
 
         page.get_by_label("Kind").select_option(label="Context compaction")
         page.get_by_label("Order").select_option(label="slowest first")
         page.get_by_role("button", name="Apply").click()
-        expect(page.locator(".job-count")).to_have_text("37 jobs")
+        expect(page.locator(".job-count")).to_have_text("38 jobs")
         rows = page.locator("table.ops-jobs tbody tr")
         expect(rows).to_have_count(ops_pages.OPS_JOBS_PER_PAGE)
         expect(rows.first).to_contain_text("1 min 1 s")  # the slowest: the failed one
         page.get_by_role("link", name="Next →").click()
-        expect(rows).to_have_count(37 - ops_pages.OPS_JOBS_PER_PAGE)
+        expect(rows).to_have_count(38 - ops_pages.OPS_JOBS_PER_PAGE)
         expect(page.locator(".pager")).to_contain_text("Page 2 of 2")
         expect(page.get_by_label("Kind")).to_have_value("compaction")
 

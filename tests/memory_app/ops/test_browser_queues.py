@@ -1,5 +1,5 @@
 """End to end in Debian's chromium: an operator watches the ops page's queues (a real Celery worker
-answers its pings), sees a job queued meanwhile without a reload, and retries another team's
+writes its heartbeats), sees a job queued meanwhile without a reload, and retries another team's
 failed compaction.
 
 Run alone with `pytest -m browser`; skip with `-m "not browser"` on a machine without chromium.
@@ -7,7 +7,6 @@ Run alone with `pytest -m browser`; skip with `-m "not browser"` on a machine wi
 
 from __future__ import annotations
 
-import os
 import subprocess
 import threading
 import time
@@ -21,11 +20,13 @@ from playwright.sync_api import expect
 
 from memory_app.compaction import services as compaction
 from memory_app.conversations.models import Session
+from memory_app.jobs.models import WorkerHeartbeat
 from memory_app.ops import pages as ops_pages
 from tests.browser_kit import browser
 from tests.celery_worker import celery_worker_argv
 from tests.memory_app.compaction.compacted_world import build_compacted_world
 from tests.memory_app.conversations.test_browser import log_in
+from tests.worker_process import process_env
 
 pytestmark = pytest.mark.browser
 
@@ -55,30 +56,30 @@ def run_in_thread(function) -> None:
         raise errors[0]
 
 
-class PingWorker:
-    """A real Celery worker on the test's broker, on a queue of its own (it only answers pings)."""
+class HeartbeatWorker:
+    """A real Celery worker on the test's database and broker, on a queue of its own: it runs
+    nothing, and its heartbeat thread says it is alive."""
 
     def __init__(self) -> None:
         self.name = f"ops-browser-{uuid.uuid4().hex[:6]}@%h"
         self.process = subprocess.Popen(
             celery_worker_argv(self.name, f"ops-browser-{uuid.uuid4().hex[:6]}", ["--pool", "solo"], "WARNING"),
             cwd=settings.BASE_DIR,
-            env={**os.environ, "MEMSITE_VAR_DIR": str(settings.VAR_DIR)},
+            env=process_env({"MEMSITE_WORKER_HEARTBEAT_SECONDS": "1"}),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
 
-    def wait_until_it_answers(self, timeout: float = 60) -> str:
-        from memsite.celery import app as celery_app
-
+    def wait_for_its_heartbeat(self, timeout: float = 60) -> str:
+        node = self.name.split("@")[0]
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.process.poll() is None, "the worker exited"
-            for reply in celery_app.control.ping(timeout=0.5):
-                for name in reply:
-                    if name.startswith(self.name.split("@")[0]):
-                        return name
-        raise AssertionError("the worker never answered a ping")
+            beat = WorkerHeartbeat.objects.filter(name__startswith=f"{node}@").first()
+            if beat is not None:
+                return beat.name
+            time.sleep(0.2)
+        raise AssertionError("the worker never wrote a heartbeat")
 
     def stop(self) -> None:
         self.process.terminate()
@@ -95,12 +96,9 @@ def test_operators_watch_the_queues_refresh_and_retry_a_failure(
     # The operator of the deployment: the failure is another team's ("research").
     get_user_model().objects.filter(username="ada").update(is_superuser=True)
     monkeypatch.setattr(ops_pages, "OPS_REFRESH_SECONDS", 1)
-    # The filesystem broker polls once a second: a 0.5 s reply window can miss every ping of a
-    # slow run (it did once in CI). A window over one poll catches the first.
-    monkeypatch.setattr(ops_pages, "OPS_PING_TIMEOUT", 1.5)
-    worker = PingWorker()
+    worker = HeartbeatWorker()
     try:
-        worker_name = worker.wait_until_it_answers()
+        worker_name = worker.wait_for_its_heartbeat()
         with browser() as opened:
             page = opened.new_page(viewport={"width": 1280, "height": 900})
             log_in(page, live_server.url)
@@ -111,8 +109,8 @@ def test_operators_watch_the_queues_refresh_and_retry_a_failure(
             expect(queue.locator(".stat-pending dd")).to_have_text("1")
             expect(queue.locator(".stat-failed dd")).to_contain_text("1")
             expect(queue.locator(".stat-age dd")).to_contain_text("3 min")
-            # A broadcast answer can miss one ping's window; the page remembers it once seen.
-            expect(page.locator(".workers code.worker")).to_have_text(worker_name, timeout=15_000)
+            expect(page.locator(".workers code.worker")).to_have_text(worker_name)
+            expect(page.locator(".workers-summary")).to_have_text("1 worker alive, 0 of 1 slot busy.")
             failure = queue.locator("table.failures tbody tr")
             expect(failure).to_have_count(1)
             expect(failure.locator(".team-tag")).to_have_text("research")

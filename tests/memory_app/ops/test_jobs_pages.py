@@ -4,8 +4,8 @@ kind, and the flag on a queue with pending jobs that no worker consumes."""
 
 from __future__ import annotations
 
+import re
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -19,6 +19,7 @@ from memory_app.conversations import services
 from memory_app.conversations.models import Session
 from memory_app.facts.models import FactExtractionRun
 from memory_app.jobs import job_kind_get
+from memory_app.jobs.heartbeat import WorkerIdentity, beat
 from memory_app.models import Webhook, WebhookDelivery
 from memory_app.ops import charts
 from memory_app.ops import pages as ops_pages
@@ -39,16 +40,8 @@ def detail_url(kind: str, pk: object) -> str:
 
 
 @pytest.fixture(autouse=True)
-def answers(monkeypatch: pytest.MonkeyPatch, job_outbox) -> Iterator[dict[str, list[str]]]:
-    """Workers answering the broadcast: name -> queues (none unless a test adds one)."""
-    replies: dict[str, list[str]] = {}
-    monkeypatch.setattr(
-        ops_selectors, "_ask_workers", lambda timeout: {n: [{"name": q} for q in qs] for n, qs in replies.items()}
-    )
-    monkeypatch.setattr(ops_selectors, "PING_CACHE", 0.0)
-    ops_selectors.forget_workers()
-    yield replies
-    ops_selectors.forget_workers()
+def no_broker(job_outbox) -> None:
+    """Jobs the pages queue are recorded, not sent."""
 
 
 def admin_of(client: Client, *tenants: Tenant) -> Client:
@@ -223,7 +216,8 @@ def test_a_webhook_deliverys_detail_shows_its_payload_as_json(client: Client, te
 
     assert '<pre class="json">{\n  &quot;session&quot;: &quot;s-1&quot;,\n  &quot;tokens&quot;: 12\n}</pre>' in html
     assert "memory_app.tasks.deliver_webhook" in html and "queue <code>celery</code>" in html
-    assert "No attempt raised an exception." in html
+    assert "No attempt raised an exception." not in html  # an HTTP 500 is recorded, not raised
+    assert "the job recorded the error above itself" in html
 
 
 def test_retry_from_a_jobs_detail_returns_to_it(
@@ -328,10 +322,8 @@ def test_the_ops_page_charts_each_queue_over_the_window_chosen(client: Client, t
 # --- liveness and the queue nobody consumes ------------------------------------------------------------------
 
 
-def test_a_queue_with_pending_jobs_and_no_consumer_is_flagged(
-    client: Client, tenant: Tenant, answers: dict[str, list[str]]
-) -> None:
-    answers["celery@only-compaction"] = ["compaction"]
+def test_a_queue_with_pending_jobs_and_no_consumer_is_flagged(client: Client, tenant: Tenant) -> None:
+    beat(WorkerIdentity(name="celery@only-compaction", pid=1, concurrency=1, queues=["compaction"]))
     team = tenant.team
     compaction_run(team, chat(team, "a"), "pending")
     FactExtractionRun.objects.create(team=team, session=chat(team, "kg", "kg"), trigger="manual")
@@ -348,13 +340,13 @@ def test_a_queue_with_pending_jobs_and_no_consumer_is_flagged(
     assert '<tr id="queue-row-facts" class="unserved">' in html
 
 
-def test_with_no_worker_answering_every_queue_with_pending_jobs_is_flagged(client: Client, tenant: Tenant) -> None:
+def test_with_no_worker_beating_every_queue_with_pending_jobs_is_flagged(client: Client, tenant: Tenant) -> None:
     compaction_run(tenant.team, chat(tenant.team, "a"), "pending")
 
     response = admin_of(client, tenant).get(OPS)
 
     assert [q.source.kind for q in response.context["unserved"]] == ["compaction"]
-    assert '<strong class="workers-count unknown">unknown</strong>' in response.content.decode()
+    assert "No worker has sent a heartbeat in the last 30 s." in response.content.decode()
 
 
 def test_oldest_pending_counts_a_retried_job_from_its_retry(client: Client, tenant: Tenant) -> None:
@@ -367,3 +359,51 @@ def test_oldest_pending_counts_a_retried_job_from_its_retry(client: Client, tena
     section = html[html.index('id="queue-compaction"') :]
     assert ">20 s</span>" in section and "6 min 56 s" not in html
     assert "put back by a retry" in section  # the title says what it measures
+
+
+# --- a job waiting to retry ------------------------------------------------------------------------------------
+
+
+def waiting_to_retry(tenant: Tenant, *, started: timedelta, pending: timedelta, due: timedelta) -> CompactionRun:
+    """A compaction whose attempt failed `started` ago, put back `pending` ago, its retry due `due` from now."""
+    now = timezone.now()
+    run = compaction_run(
+        tenant.team,
+        chat(tenant.team, "a"),
+        "pending",
+        attempts=1,
+        error="LLM answered 503",
+        started_at=now - started,
+        pending_since=now - pending,
+    )
+    CompactionRun.objects.filter(pk=run.pk).update(queued_at=now + due)  # what the retry set
+    run.refresh_from_db()
+    return run
+
+
+def test_a_job_waiting_to_retry_shows_its_previous_attempt_and_when_the_next_is_due(
+    client: Client, tenant: Tenant
+) -> None:
+    run = waiting_to_retry(
+        tenant, started=timedelta(seconds=40), pending=timedelta(seconds=20), due=timedelta(seconds=40)
+    )
+
+    html = admin_of(client, tenant).get(detail_url("compaction", run.pk)).content.decode()
+
+    # Never a "Started" earlier than "Pending since" left unexplained: it is the attempt before.
+    assert "Previous attempt started" in html and ">Started<" not in html
+    assert f'<dd class="next-attempt"><time datetime="{run.queued_at.isoformat()}"' in html
+    assert "overdue" not in html
+    # The error was recorded by the job, not raised: no "no exception" beside it.
+    assert "No attempt raised an exception." not in html
+    assert "the job recorded the error above itself" in html
+
+
+def test_a_retry_long_past_its_due_time_is_flagged_overdue(client: Client, tenant: Tenant) -> None:
+    run = waiting_to_retry(
+        tenant, started=timedelta(minutes=10), pending=timedelta(minutes=9), due=-timedelta(minutes=5, seconds=3)
+    )
+
+    html = admin_of(client, tenant).get(detail_url("compaction", run.pk)).content.decode()
+
+    assert re.search(r'<strong class="flag overdue">overdue by 5 min \d+ s</strong>', html)

@@ -4,10 +4,7 @@ queues they consume, failures and retry."""
 from __future__ import annotations
 
 import dataclasses
-import threading
-import time
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -22,8 +19,8 @@ from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import services
 from memory_app.conversations.models import MemoryType, Session
 from memory_app.jobs.dispatchers import Sent
+from memory_app.jobs.heartbeat import WorkerIdentity, beat, stopped
 from memory_app.ops import pages as ops_pages
-from memory_app.ops import selectors as ops_selectors
 from memory_app.tenancy.models import TeamMembership
 from tests.conftest import Tenant
 from tests.job_dispatch import Sends
@@ -41,20 +38,10 @@ def sent(job_outbox: list[Sent]) -> Sends:
 EVERY_QUEUE = ["celery", "compaction", "facts", "search"]
 
 
-@pytest.fixture(autouse=True)
-def ping(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[str]]]:
-    """What workers answer to the broadcast (worker -> the queues it consumes; no broker involved),
-    remembered from no earlier answer, and asked again on every page view."""
-    replies: dict[str, list[str]] = {}
-    monkeypatch.setattr(
-        ops_selectors,
-        "_ask_workers",
-        lambda timeout: {name: [{"name": q} for q in queues] for name, queues in replies.items()} or None,
-    )
-    monkeypatch.setattr(ops_selectors, "PING_CACHE", 0.0)
-    ops_selectors.forget_workers()
-    yield replies
-    ops_selectors.forget_workers()
+def heartbeat(name: str, queues: list[str], *, concurrency: int = 2, seconds_ago: float = 0.0) -> None:
+    """A worker's heartbeat row, written as the worker's own heartbeat thread writes it."""
+    worker = WorkerIdentity(name=name, pid=4242, concurrency=concurrency, queues=queues)
+    beat(worker, now=timezone.now() - timedelta(seconds=seconds_ago))
 
 
 @pytest.fixture
@@ -370,88 +357,78 @@ def test_compaction_retry_refuses_runs_that_are_not_failed(db, tenant: Tenant) -
 # --- workers ------------------------------------------------------------------------------------------
 
 
-def test_workers_that_answer_are_listed_with_the_queues_they_consume(staff: Client, ping: dict[str, list[str]]) -> None:
-    ping.update({"celery@web-2": ["compaction"], "celery@web-1": EVERY_QUEUE})
+def test_workers_that_beat_are_listed_with_their_queues_and_slots(staff: Client) -> None:
+    heartbeat("celery@web-2", ["compaction"], concurrency=1)
+    heartbeat("celery@web-1", EVERY_QUEUE, seconds_ago=4)
 
     response = staff.get(OPS)
 
     workers = response.context["workers"]
-    assert workers.known and workers.names == ["celery@web-1", "celery@web-2"]
+    assert workers.names == ["celery@web-1", "celery@web-2"]
     assert workers.consumers_of("compaction") == ["celery@web-1", "celery@web-2"]
     assert workers.consumers_of("facts") == ["celery@web-1"]
     html = response.content.decode()
-    assert '<code class="worker">celery@web-1</code>' in html
-    assert ">2 workers answered, the latest just now.</strong>" in html
+    assert ">2 workers alive, 0 of 3 slots busy.</strong>" in html
+    assert '<td class="worker-beat" data-label="Heartbeat">4 s ago</td>' in html
 
 
-def test_a_worker_that_missed_one_broadcast_is_one_account_not_two(staff: Client, ping: dict[str, list[str]]) -> None:
-    ping["celery@web-1"] = EVERY_QUEUE
-    staff.get(OPS_STATUS)
-    ping.clear()  # its next answer misses the window
-    answered, queues = ops_selectors._WORKERS_LAST_ANSWER["celery@web-1"]
-    ops_selectors._WORKERS_LAST_ANSWER["celery@web-1"] = (answered - 12, queues)
-    ops_selectors._WORKERS_LAST_ANSWER["celery@gone"] = (time.monotonic() - ops_pages.OPS_WORKER_MEMORY - 1, ())
+def test_a_busy_worker_shows_what_each_slot_runs_and_is_never_called_missing(staff: Client, tenant: Tenant) -> None:
+    heartbeat("celery@busy", EVERY_QUEUE, concurrency=2)
+    session = managed(tenant, "long")
+    run = job(session, "running", worker="celery@busy", started_at=timezone.now() - timedelta(seconds=95))
+    job(managed(tenant, "waiting"), "pending")
 
-    html = staff.get(OPS_STATUS).content.decode()
-
-    assert '<code class="worker">celery@web-1</code> <small class="muted" title="seconds since' in html
-    assert 'last answered">12 s ago</small>' in html
-    assert "celery@gone" not in html
-    # The one sentence comes from the remembered answers: never "no worker answered" beside a worker.
-    assert "1 worker answered, the latest 12 s ago." in html
-    assert "no worker answered" not in html.lower()
-
-
-def test_no_answer_is_unknown_not_zero(staff: Client) -> None:
     html = staff.get(OPS).content.decode()
 
-    assert '<strong class="workers-count unknown">unknown</strong>' in html
-    assert "No worker answered in the last 30 s (no worker answered within 0.5 s)." in html
+    assert ">1 worker alive, 1 of 2 slots busy.</strong>" in html
+    assert reverse("dashboard:ops_job", args=["compaction", run.pk]) in html
+    assert reverse("dashboard:session", args=[session.pk]) in html
+    assert '<span class="slot-time">95 s</span>' in html
+    assert 'id="unserved-compaction"' not in html  # a pending job behind a busy worker is served
 
 
-def test_a_broker_error_is_unknown_and_the_page_still_renders(
-    staff: Client, tenant: Tenant, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    def refuse(timeout: float) -> dict:
-        raise ConnectionRefusedError("Connection refused")
-
-    monkeypatch.setattr(ops_selectors, "_ask_workers", refuse)
+def test_a_worker_that_stopped_beating_is_lost_and_its_queue_unserved(staff: Client, tenant: Tenant) -> None:
+    heartbeat("celery@gone", ["compaction"], seconds_ago=ops_pages.worker_lost_after() + 5)
     job(managed(tenant, "s"), "pending")
 
     response = staff.get(OPS)
 
-    assert response.status_code == 200
-    assert not response.context["workers"].known
-    assert "the broadcast failed (ConnectionRefusedError: Connection refused)" in response.content.decode()
-    assert response.context["queues"][0].stats.pending == 1
+    workers = response.context["workers"]
+    assert workers.names == [] and [w.name for w in workers.gone] == ["celery@gone"]
+    html = response.content.decode()
+    assert '<strong class="flag">lost</strong>' in html
+    assert f"No worker has sent a heartbeat in the last {ops_pages.worker_lost_after():g} s." in html
+    assert 'id="unserved-compaction"' in html
 
 
-def test_a_broadcast_that_hangs_is_cut_off_at_the_deadline(staff: Client, monkeypatch: pytest.MonkeyPatch) -> None:
-    release = threading.Event()
-    monkeypatch.setattr(ops_selectors, "_ask_workers", lambda timeout: release.wait(10) and None)
-    monkeypatch.setattr(ops_pages, "OPS_PING_DEADLINE", 0.3)
-    try:
-        started = time.monotonic()
-        first = staff.get(OPS_STATUS)
-        elapsed = time.monotonic() - started
-        second = staff.get(OPS_STATUS)  # the first broadcast is still stuck: no second thread
-    finally:
-        release.set()
+def test_a_worker_that_shut_down_says_stopped(staff: Client) -> None:
+    worker = WorkerIdentity(name="celery@done", pid=7, concurrency=2, queues=EVERY_QUEUE)
+    beat(worker)
+    stopped(worker)
 
-    assert elapsed < 2
-    assert "the broker did not answer within 0.3 s" in first.content.decode()
-    assert "the previous broadcast has not returned yet" in second.content.decode()
+    response = staff.get(OPS)
+
+    assert response.context["workers"].names == []
+    assert '<td class="worker-beat" data-label="Heartbeat"><span class="muted">stopped</span></td>' in response.content.decode()
 
 
-def test_a_broadcast_made_moments_ago_is_reused(staff: Client, monkeypatch: pytest.MonkeyPatch) -> None:
-    asked: list[float] = []
-    monkeypatch.setattr(ops_selectors, "_ask_workers", lambda timeout: asked.append(timeout) or {"w@h": []})
-    monkeypatch.setattr(ops_selectors, "PING_CACHE", 60.0)
+def test_a_team_admin_sees_only_their_teams_jobs_in_the_slots(
+    client: Client, tenant: Tenant, other_tenant: Tenant
+) -> None:
+    heartbeat("celery@shared", EVERY_QUEUE)
+    mine = job(managed(tenant, "mine"), "running", worker="celery@shared", started_at=timezone.now())
+    theirs = job(managed(other_tenant, "theirs"), "running", worker="celery@shared", started_at=timezone.now())
 
-    staff.get(OPS_STATUS)
-    staff.get(OPS_STATUS)
+    html = team_admin(client, tenant).get(OPS).content.decode()
 
-    assert len(asked) == 1
+    assert str(mine.pk) in html and str(theirs.pk) not in html
+    assert "celery@shared" in html
+
+
+def test_no_worker_ever_seen_is_said_plainly(staff: Client) -> None:
+    html = staff.get(OPS).content.decode()
+
+    assert '<strong class="workers-summary unknown">No worker has sent a heartbeat in the last 30 s.</strong>' in html
 
 
 # --- the live part --------------------------------------------------------------------------------------
@@ -480,11 +457,13 @@ def test_the_partial_takes_a_fixed_number_of_queries(
     for n in range(5):
         failed(managed(tenant, f"a{n}"))
         job(managed(other_tenant, f"b{n}"), "pending")
+        heartbeat(f"celery@w{n}", EVERY_QUEUE)
+        job(managed(tenant, f"c{n}"), "running", worker=f"celery@w{n}", started_at=timezone.now())
 
-    # session + user, then per queue (compaction, facts, search, webhooks): stats (grouped), the
-    # ended jobs of the throughput window, failures (with team, session and the retried flag); the
-    # search index: its backlog (grouped) and failed items
-    with django_assert_num_queries(16):
+    # session + user, the workers' heartbeats, then per queue (compaction, facts, search, webhooks):
+    # the jobs the workers run, stats (grouped), the ended jobs of the throughput window, failures
+    # (with team, session and the retried flag); the search index: its backlog (grouped) and failed items
+    with django_assert_num_queries(21):
         staff.get(OPS_STATUS)
 
 

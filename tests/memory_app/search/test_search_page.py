@@ -20,14 +20,12 @@ from memory_app.agent_records import services as agent_records
 from memory_app.conversations import services
 from memory_app.conversations.models import Session
 from memory_app.facts import services as facts
-from memory_app.ops import selectors as ops_selectors
 from memory_app.search import pages as search_pages
 from memory_app.search import services as search
 from memory_app.search.documents import Doc
 from memory_app.search.models import IndexRun, SearchItem
 from memory_app.tenancy.models import TeamMembership
 from memory_app.usage.models import ContextServe
-from memsite.celery import app as celery_app
 from tests.conftest import Tenant
 
 pytestmark = pytest.mark.usefixtures("job_outbox")  # index sends are recorded, never reach a broker
@@ -330,12 +328,6 @@ def test_a_recalled_memory_since_deleted_still_shows_where_it_was(member: Client
 
 
 # --- the ops page: backlog, failures, the job queue, Reindex -------------------------------------------
-
-
-@pytest.fixture(autouse=True)
-def no_broker_ping(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(celery_app.control, "ping", lambda timeout: [])
-    ops_selectors.forget_workers()
 
 
 def test_the_ops_page_shows_the_backlog_of_the_teams_one_administers(
