@@ -31,6 +31,10 @@ FOLD_LINES = 14
 FOLD_CHARS = 1_500
 PREVIEW_LINES = 8
 PREVIEW_CHARS = 700
+# Output also shows its end: where pytest's FAILED lines, a traceback's error and a build's
+# verdict are. Prose does not (it is read from the top).
+PREVIEW_TAIL_LINES = 6
+PREVIEW_TAIL_CHARS = 500
 # Prose folds later than console output: an answer is read, a log is skimmed.
 FOLD_MARKDOWN_LINES = 40
 FOLD_MARKDOWN_CHARS = 5_000
@@ -72,6 +76,24 @@ class Piece:
     def preview(self) -> str:
         head = "\n".join(self.text.split("\n", PREVIEW_LINES)[:PREVIEW_LINES])
         return head[:PREVIEW_CHARS]
+
+    @functools.cached_property
+    def preview_tail(self) -> str:
+        """The end of folded output, shown under its head ("" for prose, or when the head
+        already reaches the end)."""
+        if self.kind == "markdown":
+            return ""
+        tail = "\n".join(self.text.rsplit("\n", PREVIEW_TAIL_LINES)[-PREVIEW_TAIL_LINES:])[-PREVIEW_TAIL_CHARS:]
+        return tail if len(self.preview) + len(tail) < len(self.text) else ""
+
+    @property
+    def hidden_label(self) -> str:
+        """What lies between the head and the tail: "212 lines hidden"."""
+        shown = self.preview.count("\n") + 1 + (self.preview_tail.count("\n") + 1 if self.preview_tail else 0)
+        hidden = max(self.line_count - shown, 0)
+        if hidden:
+            return f"{hidden:,} line{'s' if hidden != 1 else ''} hidden"
+        return f"{len(self.text) - len(self.preview) - len(self.preview_tail):,} characters hidden"
 
     @property
     def size_label(self) -> str:

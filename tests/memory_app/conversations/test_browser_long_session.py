@@ -85,12 +85,17 @@ def test_a_long_session_reads_a_page_at_a_time_with_folded_output(live_server, w
         # 82 lines of test output: a preview until opened, then all of it, then folded again.
         fold = page.locator("#m7 .fold")
         full = fold.locator("details pre.console")
-        expect(fold.locator(".fold-preview")).to_be_visible()
+        expect(fold.locator(".fold-preview").first).to_be_visible()
         expect(full).to_be_hidden()
+        # Folded, its end shows too: the verdict a test run prints last.
+        expect(fold.locator(".fold-tail")).to_contain_text(f"==== {LONG_OUTPUT_LINES} passed ====")
+        expect(fold.locator(".fold-gap")).to_have_text(f"… {LONG_OUTPUT_LINES + 2 - 8 - 6} lines hidden …")
         fold.get_by_text(f"Show all {LONG_OUTPUT_LINES + 2} lines").click()
         expect(full).to_be_visible()
         expect(full).to_contain_text(f"==== {LONG_OUTPUT_LINES} passed ====")
-        expect(fold.locator(".fold-preview")).to_be_hidden()
+        expect(fold.locator(".fold-preview")).to_have_count(2)
+        expect(fold.locator(".fold-preview").first).to_be_hidden()
+        expect(fold.locator(".fold-tail")).to_be_hidden()
         fold.get_by_text("Collapse").click()
         expect(full).to_be_hidden()
 

@@ -124,6 +124,11 @@ def test_long_tool_output_is_folded_in_monospace_with_its_whitespace(member: Cli
     assert f'Show all <span class="fold-size">{LONG_OUTPUT_LINES + 2} lines' in fold
     assert '<pre class="console" tabindex="0">============ test session starts' in fold
     assert "test_case_1_0    PASSED    [  0%]" in fold  # spacing kept as printed
+    # Folded, it shows its head and its end: the verdict a test run prints last is in view.
+    folded = fold[: fold.index('<details class="fold-details">')]
+    assert f'<p class="fold-gap muted">… {LONG_OUTPUT_LINES + 2 - 8 - 6} lines hidden …</p>' in folded
+    tail = folded[folded.index('<pre class="console fold-preview fold-tail" tabindex="0">') :]
+    assert tail.index("test_case_1_79") < tail.index(f"==== {LONG_OUTPUT_LINES} passed ====")
     # A short result is shown whole, unfolded.
     short = html[html.index('id="m3"') :]
     assert short.index('<pre class="console" tabindex="0">ok: read_file finished step 0</pre>') < short.index('id="m4"')
