@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from playwright.sync_api import Browser, Page, ViewportSize, expect
+from playwright.sync_api import Browser, Locator, Page, ViewportSize, expect
 
 from memory_app.compaction.models import CompactionRun
 from memory_app.conversations import services
@@ -121,6 +121,13 @@ def ops_data(transactional_db, monkeypatch: pytest.MonkeyPatch) -> dict[str, str
     return {"failed": str(failed.pk)}
 
 
+def assert_within_the_width(page: Page, cell: Locator) -> None:
+    """The cell is on screen without scrolling sideways: no column hidden past the table's edge."""
+    box, viewport = cell.bounding_box(), page.viewport_size
+    assert box is not None and viewport is not None and box["x"] >= 0
+    assert box["x"] + box["width"] <= viewport["width"], f"{cell} ends past the viewport"
+
+
 @WIDTHS
 def test_the_queues_page_fits_and_flags_the_queue_no_worker_consumes(
     live_server, ops_data: dict[str, str], viewport: ViewportSize
@@ -140,6 +147,7 @@ def test_the_queues_page_fits_and_flags_the_queue_no_worker_consumes(
         busy.locator(".worker-running a").first.focus()  # the worker panel in view, for the screenshot
         check_page(page, "ops-workers")
         expect(page.locator("#queue-compaction .throughput-chart rect.done").first).to_be_attached()
+        assert_within_the_width(page, page.locator('#queue-row-compaction td[data-label="p95"]'))
         for kind in ("compaction", "facts", "search", "webhooks"):
             expect(page.locator(f"#queue-{kind}")).to_be_visible()
         check_page(page, "ops")
@@ -163,6 +171,7 @@ def test_the_job_history_filters_and_paginates(live_server, ops_data: dict[str, 
         expect(page.locator(".job-count")).to_have_text("38 jobs")
         rows = page.locator("table.ops-jobs tbody tr")
         expect(rows).to_have_count(ops_pages.OPS_JOBS_PER_PAGE)
+        assert_within_the_width(page, rows.first.locator(".worker-cell"))
         expect(rows.first).to_contain_text("1 min 1 s")  # the slowest: the failed one
         page.get_by_role("link", name="Next →").click()
         expect(rows).to_have_count(38 - ops_pages.OPS_JOBS_PER_PAGE)
