@@ -409,7 +409,8 @@ def test_a_worker_that_shut_down_says_stopped(staff: Client) -> None:
     response = staff.get(OPS)
 
     assert response.context["workers"].names == []
-    assert '<td class="worker-beat" data-label="Heartbeat"><span class="muted">stopped</span></td>' in response.content.decode()
+    html = response.content.decode()
+    assert '<td class="worker-beat" data-label="Heartbeat"><span class="muted">stopped</span></td>' in html
 
 
 def test_a_team_admin_sees_only_their_teams_jobs_in_the_slots(
