@@ -94,6 +94,32 @@ def serving_revision_number(experience: Experience) -> int | None:
     return served.number if served is not None else None
 
 
+@dataclass(frozen=True)
+class ServingState:
+    """What an experience means to selection, in the words every page shows it with."""
+
+    status: str  # the status pill's class: the state selection sees ("approved" while a revision serves)
+    label: str  # "Approved r2 serving", "Draft r1", "Disabled"
+    pending: str = ""  # "r3 awaiting review": an edit the serving revision stands in for
+
+    @property
+    def serving(self) -> bool:
+        return self.status == Experience.Status.APPROVED
+
+
+def serving_state(experience: Experience) -> ServingState:
+    """The one account of whether selection offers an experience, and with which revision: an
+    approved experience edited since stays selected with its approved text, so it reads
+    "Approved r2 serving · r3 awaiting review", never "draft"."""
+    serving = serving_revision_number(experience)
+    if serving is not None and experience.status != Experience.Status.DISABLED:
+        waiting = f"r{experience.revision} awaiting review" if experience.revision != serving else ""
+        return ServingState(Experience.Status.APPROVED, f"Approved r{serving} serving", waiting)
+    if experience.status == Experience.Status.DISABLED:
+        return ServingState(Experience.Status.DISABLED, "Disabled")
+    return ServingState(Experience.Status.DRAFT, f"Draft r{experience.revision}, not served")
+
+
 def awaiting_review_while_serving(experience: Experience) -> bool:
     """A draft whose approved revision still serves: an edit of an approved experience awaiting review."""
     return experience.status == Experience.Status.DRAFT and experience.serving_revision_id is not None

@@ -108,7 +108,7 @@ def test_staff_write_review_try_and_move_experiences_in_the_browser(live_server,
             shot(page, "form")
             page.get_by_role("button", name="Create draft").click()
             expect(page.locator(".flash")).to_contain_text("Created file-validation as a draft")
-            expect(page.locator(".exp-head .exp-status")).to_have_text("draft")
+            expect(page.locator(".exp-head .exp-status")).to_have_text("Draft r1, not served")
 
             # Edit: a second revision.
             page.get_by_role("link", name="Edit", exact=True).click()
@@ -123,7 +123,7 @@ def test_staff_write_review_try_and_move_experiences_in_the_browser(live_server,
             # Approve (curator), then diff r1 against r3.
             page.get_by_role("button", name="Approve").click()
             expect(page.locator(".flash")).to_contain_text("Approved file-validation")
-            expect(page.locator(".exp-head .exp-status")).to_have_text("approved")
+            expect(page.locator(".exp-head .exp-status")).to_have_text("Approved r3 serving")
             expect(page.locator(".exp-reviewer")).to_contain_text("user:grace")
             expect(page.locator("#exp-diff ins")).to_have_text(["approved"])  # r2 -> r3 by default
             page.get_by_label("From", exact=True).select_option("1")

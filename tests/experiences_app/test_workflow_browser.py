@@ -177,6 +177,8 @@ def test_review_shows_a_word_diff_and_a_rejection_reaches_the_author(live_server
         expect(card.locator("del")).to_contain_text(["check"])
         expect(card.locator("ins")).to_contain_text(["Planner", "verify"])
         expect(card).to_contain_text("r1 still selected")
+        expect(card.locator(".exp-status")).to_have_text("Approved r1 serving")
+        expect(card.locator(".exp-pending")).to_have_text("r2 awaiting review")
         draft = page.locator("#review-retry-network")
         draft.get_by_text("Reject…").click()
         draft.get_by_label("Comment for the author").fill("Say how many retries and how long to wait.")

@@ -227,8 +227,12 @@ def test_reject_with_a_comment_shows_it_to_the_author_and_empties_the_queue(
 def test_the_list_says_which_revision_still_serves_an_edited_experience(member: Client, tenant: Tenant):
     experience = add_experience(tenant.team, "file-validation", when=WHEN, what=WHAT)
     services.experience_update(experience=experience, data={"what": "Changed."}, actor="user:ada")
-    listing = text(member.get(url("list")))
-    assert "r1 selected" in listing
+    listing = member.get(url("list")).content.decode()
+    # Approved and still served with its approved text: never labelled a draft.
+    row = listing[listing.index('id="exp-file-validation"') :]
+    row = row[: row.index("</tr>")]
+    assert '<span class="status-pill exp-status status-approved"' in row and ">Approved r1 serving</span>" in row
+    assert ">r2 awaiting review</span>" in row and "status-pill exp-status status-draft" not in row
     detail = text(member.get(url("detail", "file-validation")))
     assert "Edit awaiting review." in detail and "Selection still uses approved revision" in detail
 
