@@ -114,7 +114,8 @@ def run_trial(page: Page) -> None:
     expect(page.get_by_label("Role", exact=True)).to_have_value("CodeInterpreter")
     page.get_by_label("Query").fill("the request to the server timed out again")
     page.get_by_role("button", name="Run trial").click()
-    expect(page.get_by_role("heading", name="Trial result")).to_be_visible()
+    # The result is brought into view: on a phone it sits below the form, a screen further down.
+    expect(page.get_by_role("heading", name="Trial result")).to_be_in_viewport()
     expect(page.locator("tr.trial-candidate")).to_contain_text("draft on trial")
     expect(page.get_by_text("trial · not logged")).to_be_visible()
     expect(page.get_by_role("link", name="Download prompt log")).to_have_count(0)
