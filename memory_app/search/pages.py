@@ -32,6 +32,10 @@ from memsite.errors import NotFound
 
 SEARCH_RESULTS = 20
 SEARCH_MORE_RESULTS = ss.SEARCH_MAX_LIMIT
+# A search of every kind also shows the best of each kind its top results left out, this many
+# each: a team's few curated experiences or facts must not drown in thousands of messages that
+# share the query's words.
+OTHER_KINDS_SHOWN = 2
 
 # The page's field names, and the API's for the same thing (the serializer checks them).
 FORM_TO_API = {"q": "query", "kind": "kinds"}
@@ -211,6 +215,24 @@ def hit_views(*, team: Team, hits: Sequence[selectors.Hit]) -> list[HitView]:
     ]
 
 
+def other_kinds_hits(
+    *, team: Team, data: Mapping[str, Any], shown: Sequence[selectors.Hit]
+) -> list[tuple[str, list[HitView]]]:
+    """For a search of every kind: (kind label, its best hits) of each kind the top results left
+    out, from one more search over those kinds alone."""
+    missing = [kind for kind in SearchKind.values if kind not in {hit.item.kind for hit in shown}]
+    if data.get("kinds") or not missing:
+        return []
+    filters = selectors.filters_from({**data, "kinds": missing}, team_id=team.pk)
+    found = selectors.search(filters=filters, query=data["query"], limit=OTHER_KINDS_SHOWN * len(missing)).hits
+    best: dict[str, list[selectors.Hit]] = {}
+    for hit in found:
+        kept = best.setdefault(hit.item.kind, [])
+        if len(kept) < OTHER_KINDS_SHOWN:
+            kept.append(hit)
+    return [(KIND_LABELS[kind], hit_views(team=team, hits=best[kind])) for kind in missing if kind in best]
+
+
 @team_page
 def search_page(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpResponse:
     """GET /search/?q=..&kind=..&session=&agent=&role=&from=&to=&include_invalidated=1&explain=1:
@@ -220,6 +242,7 @@ def search_page(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpR
     limit = SEARCH_MORE_RESULTS if more else SEARCH_RESULTS
     result = None
     hits: list[HitView] = []
+    other_kinds: list[tuple[str, list[HitView]]] = []
     status = 200
     if form.submitted:
         data = validated_search(form, team=team, limit=limit)
@@ -230,6 +253,8 @@ def search_page(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpR
                 filters=selectors.filters_from(data, team_id=team.pk), query=data["query"], limit=data["limit"]
             )
             hits = hit_views(team=team, hits=result.hits)
+            if data["query"]:
+                other_kinds = other_kinds_hits(team=team, data=data, shown=result.hits)
     more_query = request.GET.copy()
     more_query["more"] = "1"
     context = {
@@ -239,6 +264,7 @@ def search_page(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpR
         "facets": form.facets(),
         "result": result,
         "hits": hits,
+        "other_kinds": other_kinds,
         "limit": limit,
         "more_limit": SEARCH_MORE_RESULTS,
         "more_url": "?" + more_query.urlencode() if result and not more and len(hits) == limit else "",

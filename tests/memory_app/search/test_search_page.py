@@ -420,3 +420,29 @@ def test_a_superuser_may_reindex_any_team(client: Client, tenant: Tenant) -> Non
     assert client.post(REINDEX, {"team": tenant.team.pk}).status_code == 302
     assert IndexRun.objects.filter(team=tenant.team, status="pending", trigger="reindex").exists()
     assert client.post(REINDEX, {"team": 987654}).status_code == 404
+
+
+def test_a_curated_experience_is_shown_when_messages_fill_the_top_results(member: Client, tenant: Tenant) -> None:
+    # Thirty messages that say "flaky test" outrank one curated experience on words alone.
+    chat(tenant, "ci-chat", *(f"the flaky test failed again on run {n}, retrying the flaky test" for n in range(30)))
+    experience = experiences.experience_create(
+        team=tenant.team,
+        exp_id="flaky-tests",
+        who=[],
+        when="a test fails only sometimes (a flaky test)",
+        what="quarantine it and open an issue with the seed",
+        actor="ada",
+        status="approved",
+    )
+    run_index(tenant.team.pk)
+
+    html = page(member, q="flaky test")
+
+    main = html[html.index('<p class="search-count') :]
+    assert set(re.findall(r'class="kind-badge kind-(\w+)"', main)) == {"message"}  # 20 messages on top
+    other = html[html.index('id="other-kinds-heading"') : html.index('<p class="search-count')]
+    assert '<h3 class="other-kind">Experiences</h3>' in other
+    assert f'href="/experiences/e/{experience.exp_id}/">experience flaky-tests</a>' in other
+
+    # Asked for one kind, the page adds nothing.
+    assert 'id="other-kinds-heading"' not in page(member, q="flaky test", kind="message")
