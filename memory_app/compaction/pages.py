@@ -14,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from memory_app.compaction import panels as compaction_panels
 from memory_app.compaction import selectors as compaction_selectors
 from memory_app.compaction import services as compaction
 from memory_app.compaction.models import CompactionRun
@@ -51,7 +52,12 @@ def session_compact(request: HttpRequest, session_id: uuid.UUID, *, team: Team, 
         flash.error(request, exc.detail)
     else:
         if created:
-            flash.success(request, "Compaction queued: a worker will summarise the older messages shortly.")
+            # Tagged, so the page removes it once the panel it polls says the run ended.
+            flash.success(
+                request,
+                "Compaction queued: a worker will summarise the older messages shortly.",
+                extra_tags="compaction",
+            )
         else:
             flash.info(request, f"A compaction is already {run.status} for this session; nothing new was queued.")
     return redirect(reverse("dashboard:session", args=[session.pk]) + "#compaction-panel")
@@ -61,9 +67,18 @@ def session_compact(request: HttpRequest, session_id: uuid.UUID, *, team: Team, 
 def session_compaction_status(
     request: HttpRequest, session_id: uuid.UUID, *, team: Team, teams: list[Team]
 ) -> HttpResponse:
-    """The panel alone, for the page to poll while a run is under way."""
+    """The panel, for the page to poll while a run is under way, with the ledger below it sent
+    along: the page swaps the ledger in when the run's state changed, so the two never disagree."""
     session = _team_session(team, session_id)
-    return render(request, "memory_app/_compaction_panel_body.html", _panel_context(session))
+    ledger = compaction_panels.session_ledger(session=session)
+    latest = compaction_selectors.latest_done_run(session.pk)
+    context = {
+        **_panel_context(session),
+        "runs": compaction_panels.run_views(ledger, latest=latest, on_page=set()),
+        "more_runs": ledger.more_runs,
+        "with_ledger": True,
+    }
+    return render(request, "memory_app/_compaction_panel_body.html", context)
 
 
 def _back_to_compactions(session: Session) -> HttpResponse:

@@ -20,9 +20,12 @@ function liveRegion(region) {
       if (!response.ok || response.redirected) throw new Error(`status ${response.status}`);
       const html = await response.text();
       const open = [...region.querySelectorAll("details[open][id]")].map((el) => el.id);
+      const before = region.querySelector("[data-live-state]")?.dataset.liveState;
       region.innerHTML = html;
       for (const id of open) document.getElementById(id)?.setAttribute("open", "");
       region.removeAttribute("data-stale");
+      const after = region.querySelector("[data-live-state]")?.dataset.liveState;
+      swapAlong(region, before !== after);
       const next = region.querySelector("[data-live-next-seconds]")?.dataset.liveNextSeconds;
       if (next && next !== region.dataset.liveSeconds) {
         region.dataset.liveSeconds = next;
@@ -45,6 +48,30 @@ function liveRegion(region) {
     schedule();
   });
   schedule();
+}
+
+// Other parts of the page that show what a live region follows come along in its HTML, each as
+// <template data-live-swap="element id">: they replace their element when the region's state
+// (data-live-state) changed, so a panel saying "done" never sits above a ledger saying "pending".
+// A flash message tagged with a topic (data-flash-topic) goes once the region says that topic
+// has settled (data-live-settles): "queued" is not left standing under a finished run.
+function swapAlong(region, changed) {
+  for (const template of region.querySelectorAll("template[data-live-swap]")) {
+    const target = document.getElementById(template.dataset.liveSwap);
+    if (changed && target) {
+      const open = [...target.querySelectorAll("details[open][id]")].map((el) => el.id);
+      target.replaceWith(template.content.cloneNode(true));
+      for (const id of open) document.getElementById(id)?.setAttribute("open", "");
+    }
+    template.remove();
+  }
+  for (const settled of region.querySelectorAll("[data-live-settles]")) {
+    for (const message of document.querySelectorAll(`.flash [data-flash-topic="${settled.dataset.liveSettles}"]`)) {
+      const list = message.parentElement;
+      message.remove();
+      if (list && !list.children.length) list.remove();
+    }
+  }
 }
 
 // The phone layout folds the navigation behind a Menu button; without this script it wraps.

@@ -185,6 +185,7 @@ def test_compact_now_queues_a_run_and_the_panel_follows_it_to_done_without_a_rel
             re.compile(r"Manual compaction queued|A worker is summarising|Latest compaction")
         )
         expect(status).to_be_in_viewport()
+        expect(page.locator(".flash [data-flash-topic=compaction]")).to_contain_text("Compaction queued")
         page.evaluate("window.stillTheSamePage = true")
 
         expect(status).to_contain_text("Latest compaction", timeout=60_000)
@@ -192,6 +193,10 @@ def test_compact_now_queues_a_run_and_the_panel_follows_it_to_done_without_a_rel
         figures = status.locator(".run-figure").all_inner_texts()
         before, after = (int(n) for n in re.match(r"(\d+) → (\d+) tokens", figures[0]).groups())
         assert after < before
+        # Every part of the page that shows the run says the same, still without a reload: the
+        # ledger below the panel, and no "queued" banner left over.
+        expect(page.locator("#compactions .run").first.locator(".status-pill")).to_have_text("done")
+        expect(page.locator(".flash")).to_have_count(0)
         assert page.evaluate("window.stillTheSamePage") is True  # updated in place, never reloaded
         expect(panel.get_by_role("button", name="Compact now")).to_be_disabled()  # nothing left after it
         expect(page.locator(".gauge-over")).to_have_count(0)

@@ -183,8 +183,9 @@ def test_the_partial_takes_a_fixed_number_of_queries(member: Client, tenant: Ten
     services.message_append(session=session, messages=turns(6, 3))
 
     # session + user, teams (3); the session (1); the newest run (1); whether anything can be
-    # compacted: latest done run, newest rows (2)
-    with django_assert_num_queries(7):
+    # compacted: latest done run, newest rows (2); the ledger sent along: its runs, their first
+    # messages, the run a revert may undo (3)
+    with django_assert_num_queries(10):
         member.get(status_url(session))
 
 
@@ -195,7 +196,8 @@ def test_the_partial_of_an_active_run_skips_the_blocker(
     services.message_append(session=session, messages=turns(1, 5))
     compaction.compaction_request(session=session, trigger=CompactionRun.Trigger.MANUAL)
 
-    with django_assert_num_queries(5):  # session + user, teams (3); the session; the newest run
+    # session + user, teams (3); the session; the newest run; the ledger: its runs, the run a revert may undo
+    with django_assert_num_queries(7):
         member.get(status_url(session))
 
 
@@ -255,3 +257,16 @@ def test_a_grace_of_zero_reads_as_the_newest_turn_as_the_pipeline_treats_it(grac
     lines = {line.label: line.value for line in compaction_panels.memory_config_lines(config)}
 
     assert "the newest assistant turn and what follows are never summarised" in lines["Summarization"]
+
+
+def test_the_partial_sends_the_ledger_along_in_the_same_state_as_the_panel(member: Client, tenant: Tenant) -> None:
+    session = managed_session(tenant)
+    services.message_append(session=session, messages=turns(1, 5))
+    run, _ = compaction.compaction_request(session=session, trigger=CompactionRun.Trigger.MANUAL)
+
+    html = member.get(status_url(session)).content.decode()
+
+    assert f'data-live-state="{run.pk}:pending"' in html  # the page swaps the ledger when this changes
+    ledger = html[html.index('<template data-live-swap="compactions">') :]
+    assert f'<li class="run status-pending" id="run-{run.pk}">' in ledger
+    assert 'data-live-settles="compaction"' not in html  # the "queued" message stays while it waits
