@@ -1,8 +1,8 @@
 """A small, safe Markdown renderer for the text agents and people write into messages.
 
 Everything is HTML-escaped first; only then are Markdown marks turned into a fixed set of tags
-(paragraphs, line breaks, headings, lists, quotes, code blocks, inline code, bold, italic and
-http(s) links). No raw HTML passes through and no attribute takes text other than an escaped
+(paragraphs, line breaks, headings, lists, quotes, code blocks, GitHub-style tables, inline
+code, bold, italic and http(s) links). No raw HTML passes through and no attribute takes text other than an escaped
 http(s) URL, so stored text can format itself but never run or load anything.
 
 Headings inside a message are styled paragraphs, not <h1>-<h6>: a session page shows hundreds
@@ -26,6 +26,8 @@ _BULLET = re.compile(r"^ {0,3}[-*+]\s+(.*)$")
 _NUMBERED = re.compile(r"^ {0,3}(\d{1,9})[.)]\s+(.*)$")
 _QUOTE = re.compile(r"^ {0,3}&gt;\s?(.*)$")  # the line is escaped already: ">" is "&gt;"
 _RULE = re.compile(r"^ {0,3}([-*_])(\s*\1){2,}\s*$")
+# A table's delimiter row, under its header row: | --- | :---: | ---: |
+_TABLE_DELIMITER = re.compile(r"^ {0,3}\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$")
 
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 # [text](url): the URL of an escaped line holds no quote, "<" or ">" (they are entities now).
@@ -73,6 +75,10 @@ def _blocks(lines: list[str]) -> list[str]:
             continue
         if not line.strip():
             flush()
+        elif _is_table_start(lines, index):
+            flush()
+            index = _table(lines, index, out)
+            continue
         elif heading := _HEADING.match(line):
             flush()
             level = len(heading.group(1))
@@ -97,6 +103,50 @@ def _blocks(lines: list[str]) -> list[str]:
         index += 1
     flush()
     return out
+
+
+def _cells(line: str) -> list[str]:
+    """A table row's cells: split at pipes not escaped as \\| (the line is HTML-escaped already)."""
+    row = line.strip()
+    row = row[1:] if row.startswith("|") else row
+    row = row[:-1] if row.endswith("|") and not row.endswith("\\|") else row
+    return [cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", row)]
+
+
+def _is_table_start(lines: list[str], index: int) -> bool:
+    """A header row with a pipe, then a delimiter row of as many cells."""
+    if index + 1 >= len(lines) or "|" not in lines[index] or not _TABLE_DELIMITER.match(lines[index + 1]):
+        return False
+    return len(_cells(lines[index])) == len(_cells(lines[index + 1]))
+
+
+def _table(lines: list[str], index: int, out: list[str]) -> int:
+    """A GitHub-style table from `index`: header, delimiter (its colons align the columns), then
+    every following line with a pipe. It scrolls sideways inside its message when wide."""
+    header = _cells(lines[index])
+    aligns = []
+    for cell in _cells(lines[index + 1]):
+        left, right = cell.startswith(":"), cell.endswith(":")
+        aligns.append("center" if left and right else "right" if right else "left" if left else "")
+    index += 2
+    rows: list[list[str]] = []
+    while index < len(lines) and "|" in lines[index] and lines[index].strip():
+        cells = _cells(lines[index])
+        rows.append((cells + [""] * len(header))[: len(header)])  # GitHub pads short rows, cuts long ones
+        index += 1
+
+    def cell(tag: str, text: str, align: str) -> str:
+        style = f' class="md-{align}"' if align else ""
+        return f"<{tag}{style}>{_inline(text)}</{tag}>"
+
+    head = "".join(cell("th", text, align) for text, align in zip(header, aligns, strict=True))
+    body = "".join(
+        "<tr>" + "".join(cell("td", text, align) for text, align in zip(row, aligns, strict=True)) + "</tr>"
+        for row in rows
+    )
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    out.append(f'<div class="md-table" tabindex="0">{table}</div>')
+    return index
 
 
 def _list(lines: list[str], index: int, out: list[str]) -> int:

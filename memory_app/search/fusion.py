@@ -227,8 +227,32 @@ def _stem(term: str) -> str:
     return term
 
 
+# Markdown's marks, dropped from snippets: a snippet is read as plain text with its matches marked
+# **word**, and a `**bold**` of the text itself would read as a match (and break the marks).
+_MARKDOWN_MARKS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^ {0,3}(```|~~~).*$", re.MULTILINE), ""),  # code fences
+    (re.compile(r"^ {0,3}\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$", re.MULTILINE), ""),  # table rule
+    (re.compile(r"^ {0,3}(#{1,6}|>|[-*+]|\d{1,9}[.)])\s+", re.MULTILINE), ""),  # heading, quote, list marks
+    (re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)"), r"\1"),  # [text](url) and images: the text
+    (re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1"), r"\2"),  # bold
+    (re.compile(r"(?<![\w*])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])"), r"\1"),  # italic
+    (re.compile(r"`+([^`]*)`+"), r"\1"),  # code spans
+    (re.compile(r"^[ \t]*\||\|[ \t]*$", re.MULTILINE), ""),  # a table row's outer pipes
+    (re.compile(r"[ \t]*\|[ \t]*"), " · "),  # between its cells
+    (re.compile(r"\s+"), " "),  # the lines of a snippet run on
+)
+
+
+def plain_text(text: str) -> str:
+    """`text` without its Markdown marks, as a snippet shows it."""
+    for pattern, replacement in _MARKDOWN_MARKS:
+        text = pattern.sub(replacement, text)
+    return text.strip()
+
+
 def snippet(text: str, terms: Sequence[str], width: int = SNIPPET_CHARS) -> str:
-    """A window of `text` around its first matching words, each match marked as **word**."""
+    """A window of `text` (as plain text) around its first matching words, each match marked as **word**."""
+    text = plain_text(text)
     stems = [_stem(term) for term in terms]
     matches = [m for m in _WORD.finditer(text) if any(m.group().lower().startswith(stem) for stem in stems)]
     flat = text.replace("\n", " ")

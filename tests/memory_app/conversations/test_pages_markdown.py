@@ -108,3 +108,25 @@ def test_very_long_text_is_shown_escaped_and_unformatted() -> None:
     rendered = render_markdown(text)
 
     assert rendered.startswith('<div class="md md-plain">**x** &lt;b&gt;')
+
+
+def test_a_table_is_rendered_as_a_table_with_its_alignment() -> None:
+    text = "Results:\n\n| test | status | ms |\n|:--|:-:|--:|\n| login | **pass** | 12 |\n| a \\| b | fail |\n\nDone."
+
+    rendered = render_markdown(text)
+
+    assert "|" not in rendered.replace("a | b", "")  # no raw pipes left, an escaped one kept as text
+    assert '<th class="md-left">test</th><th class="md-center">status</th><th class="md-right">ms</th>' in rendered
+    assert '<td class="md-center"><strong>pass</strong></td>' in rendered
+    assert '<td class="md-left">a | b</td><td class="md-center">fail</td><td class="md-right"></td>' in rendered
+    assert rendered.endswith("<p>Done.</p></div>")
+
+
+def test_a_table_cell_is_escaped_like_every_other_text() -> None:
+    rendered = render_markdown("| a |\n|---|\n| <script>alert(1)</script> |")
+
+    assert "<script>" not in rendered and "&lt;script&gt;" in rendered
+
+
+def test_pipes_without_a_delimiter_row_stay_text() -> None:
+    assert render_markdown("left | right\nnext line") == '<div class="md"><p>left | right<br>next line</p></div>'

@@ -446,3 +446,21 @@ def test_a_curated_experience_is_shown_when_messages_fill_the_top_results(member
 
     # Asked for one kind, the page adds nothing.
     assert 'id="other-kinds-heading"' not in page(member, q="flaky test", kind="message")
+
+
+def test_a_snippet_of_markdown_reads_as_text_and_marks_only_the_matches(member: Client, tenant: Tenant) -> None:
+    chat(
+        tenant,
+        "ci-report",
+        "## CI report\n\nThe **otter** suite `test_login` failed:\n\n| test | status |\n|---|---|\n| login | failed |",
+    )
+    run_index(tenant.team.pk)
+
+    html = page(member, q="otter failed")
+
+    hit = html[html.index('<li class="hit') :]
+    hit = hit[: hit.index("</li>")]
+    # The text's own bold is not a match mark, and no Markdown syntax shows: no ##, ** or pipes.
+    assert "<mark>otter</mark>" in hit and "<mark>failed</mark>" in hit
+    assert "CI report The otter suite test_login" in re.sub(r"</?mark>", "", hit)
+    assert not re.search(r"##|\*\*|\||`|---", hit)
