@@ -135,13 +135,13 @@ def _table(lines: list[str], index: int, out: list[str]) -> int:
         rows.append((cells + [""] * len(header))[: len(header)])  # GitHub pads short rows, cuts long ones
         index += 1
 
-    def cell(tag: str, text: str, align: str) -> str:
+    def table_cell(tag: str, text: str, align: str) -> str:
         style = f' class="md-{align}"' if align else ""
         return f"<{tag}{style}>{_inline(text)}</{tag}>"
 
-    head = "".join(cell("th", text, align) for text, align in zip(header, aligns, strict=True))
+    head = "".join(table_cell("th", text, align) for text, align in zip(header, aligns, strict=True))
     body = "".join(
-        "<tr>" + "".join(cell("td", text, align) for text, align in zip(row, aligns, strict=True)) + "</tr>"
+        "<tr>" + "".join(table_cell("td", text, align) for text, align in zip(row, aligns, strict=True)) + "</tr>"
         for row in rows
     )
     table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
