@@ -9,17 +9,21 @@ text reaches templates as plain strings, so autoescaping covers all of it.
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any, TypedDict
 
 from django import forms
+from django.contrib import messages as flash
 from django.core.paginator import Paginator
 from django.db.models import F
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
 
 from memory_app.compaction import panels as compaction_panels
 from memory_app.conversations import context, selectors
@@ -266,9 +270,42 @@ def session_facts(*, team: Team, session: Session) -> SessionFacts:
     )
 
 
+_JUMP_TO_NUMBER = re.compile(r"^#?\s*(\d{1,12})$")
+
+
+def jump_target(session: Session, at: str) -> int | str:
+    """The message a reader asked to go to ("#1234", "1234", "2026-11-27 14:03" or a date): its
+    seq, or why there is none."""
+    if number := _JUMP_TO_NUMBER.match(at):
+        return max(int(number.group(1)), 1)
+    try:
+        day = parse_date(at)
+        moment = datetime.combine(day, time.min) if day else parse_datetime(at.replace(" ", "T", 1))
+    except ValueError:  # well formed, but no such day or hour
+        moment = None
+    if moment is None:
+        return f"“{at}” is neither a message number (#1234) nor a time (2026-11-27 14:03)."
+    if timezone.is_naive(moment):
+        moment = timezone.make_aware(moment)
+    seq = selectors.message_seq_at(session=session, moment=moment)
+    return seq if seq is not None else f"No message of this session was said at or after {at}."
+
+
+def _jump(request: HttpRequest, session: Session, at: str) -> HttpResponse:
+    """To the page that starts with the asked-for message, scrolled to it."""
+    target = jump_target(session, at)
+    keep = "&remote_images=1" if wants_remote_images(request) else ""
+    if isinstance(target, str):
+        flash.error(request, target)
+        return redirect(reverse("dashboard:session", args=[session.pk]) + (f"?{keep[1:]}" if keep else ""))
+    return redirect(reverse("dashboard:session", args=[session.pk]) + f"?after={target - 1}{keep}#m{target}")
+
+
 @team_page
 def session_detail(request: HttpRequest, session_id: uuid.UUID, *, team: Team, teams: list[Team]) -> HttpResponse:
     session = _team_session(team, session_id)
+    if at := request.GET.get("at", "").strip():
+        return _jump(request, session, at)
     search = TimelineFilterForm(request.GET)
     found = search.filters()
     if request.GET.get("latest"):

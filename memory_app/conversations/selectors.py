@@ -433,3 +433,11 @@ def tool_calls_before(*, session: Session, before_seq: int, call_ids: Collection
 # A tool result must answer a call made by one of this many most recent tool-calling
 # assistant messages; older calls are long closed in any real agent loop.
 TOOL_CALL_LOOKBACK = 50
+
+
+def message_seq_at(*, session: Session, moment: datetime) -> int | None:
+    """The first message said at or after `moment` (its occurred_at, else when it was stored):
+    where a reader who asks for a time lands. None when every message is earlier."""
+    said = Coalesce(F("occurred_at"), F("created_at"))
+    later = Message.objects.filter(session=session).alias(said=said).filter(said__gte=moment)
+    return later.order_by("seq").values_list("seq", flat=True).first()

@@ -125,6 +125,13 @@ def test_a_long_session_reads_a_page_at_a_time_with_folded_output(live_server, w
         expect(dialog).to_be_hidden()
         expect(thumbnail).to_be_focused()
 
+        # Go to a message by its number: the page that starts with it, scrolled to it.
+        jump = page.get_by_role("search", name="Go to a message").first
+        jump.get_by_label("Go to").fill("#137")
+        jump.get_by_role("button", name="Go").click()
+        expect(page).to_have_url(re.compile(r"\?after=136#m137$"))
+        expect(page.locator("#m137")).to_be_in_viewport()
+
 
 @pytest.mark.parametrize("viewport", WIDTHS, ids=viewport_id)
 def test_a_member_searches_a_long_session_by_tool_role_and_text(live_server, world, viewport) -> None:

@@ -5,15 +5,17 @@ images that open enlarged, and a kg session's facts and extraction runs."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from memory_app.conversations import pages as views
 from memory_app.conversations import services
-from memory_app.conversations.models import Session
+from memory_app.conversations.models import Message, Session
 from memory_app.tenancy.models import TeamMembership
 from tests.conftest import Tenant
 from tests.memory_app.conversations.long_session_data import (
@@ -224,3 +226,40 @@ def test_a_kg_page_takes_a_bounded_number_of_queries(
     # The plain page plus four: facts, their count, runs, their count.
     with django_assert_max_num_queries(17):
         member.get(session_url(session))
+
+
+# --- going to a message ---------------------------------------------------------------------------------------
+
+
+def test_go_to_a_message_number_opens_the_page_that_starts_with_it(member: Client, long_session: Session) -> None:
+    response = member.get(session_url(long_session), {"at": "#137"})
+
+    assert response.status_code == 302
+    assert response["Location"] == session_url(long_session) + "?after=136#m137"
+    landed = member.get(response["Location"].split("#")[0])
+    assert seqs(landed)[0] == 137
+    assert 'name="at" id="timeline-at"' in landed.content.decode()
+
+
+def test_go_to_a_time_opens_the_first_message_said_then(member: Client, long_session: Session) -> None:
+    moment = timezone.now() - timedelta(hours=3)
+    Message.objects.filter(session=long_session, seq__lt=90).update(occurred_at=moment - timedelta(hours=1))
+    Message.objects.filter(session=long_session, seq__gte=90).update(occurred_at=moment + timedelta(minutes=1))
+    local = timezone.localtime(moment).strftime("%Y-%m-%d %H:%M")
+
+    response = member.get(session_url(long_session), {"at": local})
+
+    assert response["Location"] == session_url(long_session) + "?after=89#m90"
+
+
+def test_go_to_something_that_is_no_number_or_time_says_why(member: Client, long_session: Session) -> None:
+    response = member.get(session_url(long_session), {"at": "yesterday-ish"}, follow=True)
+
+    assert "is neither a message number (#1234) nor a time" in response.content.decode()
+
+
+def test_a_search_match_links_to_its_place_in_the_whole_timeline(member: Client, long_session: Session) -> None:
+    html = member.get(session_url(long_session), {"role": "user"}).content.decode()
+
+    match = html[html.index('id="m5"') :]
+    assert f'<a class="in-context" href="{session_url(long_session)}?after=4#m5">in context</a>' in match
