@@ -130,6 +130,8 @@ class SelectionLog(models.Model):
     messages = JSONField(default=list, blank=True)  # the full prompt messages
     raw_response = models.TextField(blank=True)
     selected = JSONField(default=list, blank=True)  # chosen exp_ids, candidate order
+    # The team's other experiences, not offered to the LLM, and why: [{"exp_id", "reason"}]
+    not_offered = JSONField(default=list, blank=True)
     backend = models.CharField(max_length=50, blank=True)
     model = models.CharField(max_length=200, blank=True)
     latency_ms = models.PositiveIntegerField(default=0)

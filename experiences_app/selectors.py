@@ -253,6 +253,44 @@ def experience_candidates(*, team: Team, role: str, trial: Experience | None = N
     return [found[exp_id] for exp_id in sorted(found)]
 
 
+# A selection's log names at most this many experiences it did not offer (a team may keep
+# hundreds); the count beyond is kept as one more entry.
+NOT_OFFERED_LISTED = 100
+
+
+def experiences_not_offered(*, team: Team, role: str, offered: Collection[str]) -> list[dict[str, str]]:
+    """Every experience of the team a selection for `role` did not offer to the LLM, by exp_id,
+    with why: a draft never approved, disabled, or for other roles. What a selection leaves
+    out is as telling as what it picks."""
+    rows = (
+        Experience.objects.filter(team=team)
+        .exclude(exp_id__in=list(offered))
+        .select_related("serving_revision")
+        .order_by("exp_id")
+        .only("exp_id", "who", "status", "revision", "serving_revision__who", "serving_revision__number")
+    )
+    out: list[dict[str, str]] = []
+    for exp in rows[: NOT_OFFERED_LISTED + 1]:
+        if len(out) == NOT_OFFERED_LISTED:
+            total = Experience.objects.filter(team=team).exclude(exp_id__in=list(offered)).count()
+            out.append({"exp_id": "", "reason": f"and {total - NOT_OFFERED_LISTED} more"})
+            break
+        out.append({"exp_id": exp.exp_id, "reason": _not_offered_reason(exp, role)})
+    return out
+
+
+def _not_offered_reason(exp: Experience, role: str) -> str:
+    served = exp.serving_revision
+    if exp.status == Experience.Status.DISABLED:
+        return "disabled"
+    if exp.status == Experience.Status.DRAFT and served is None:
+        return f"draft r{exp.revision}: never approved"
+    if exp.status == Experience.Status.DRAFT and served is not None:
+        # An approved experience whose edit awaits review: the roles of the revision it serves count.
+        return f"for {', '.join(served.who)}, not {role} (approved r{served.number})"
+    return f"for {', '.join(exp.who)}, not {role}"
+
+
 def experience_revisions(*, experience: Experience) -> QuerySet[ExperienceRevision]:
     return experience.revisions.order_by("-number")
 

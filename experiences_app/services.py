@@ -425,6 +425,7 @@ class SelectionResult:
     log_id: str | None = None
     trial_exp_id: str = ""  # the draft a trial offered ("" for a real selection, which is logged)
     pending: list[str] = field(default_factory=list)  # offered with their approved text; an edit awaits review
+    not_offered: list[dict[str, str]] = field(default_factory=list)  # [{"exp_id", "reason"}]
 
 
 def _clip_context(text: str, limit: int) -> str:
@@ -470,6 +471,9 @@ def experience_select(
     marks: dict[str, Any] = {
         "trial_exp_id": trial.exp_id if trial is not None and any(e.trial for e in experiences) else "",
         "pending": [e.exp_id for e in experiences if e.pending],
+        "not_offered": selectors.experiences_not_offered(
+            team=team, role=role, offered=[c["exp_id"] for c in candidates]
+        ),
     }
     if not candidates:
         return SelectionResult(
@@ -501,6 +505,7 @@ def experience_select(
         query=query,
         context=context,
         candidates=candidates,
+        not_offered=marks["not_offered"],
         messages=messages,
         backend=backend.name,
         model=backend.model,

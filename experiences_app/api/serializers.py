@@ -162,6 +162,11 @@ class CandidateSerializer(serializers.Serializer):
     when = serializers.CharField()
 
 
+class NotOfferedSerializer(serializers.Serializer):
+    exp_id = serializers.CharField(allow_blank=True, help_text='empty on the last entry of a cut list ("and 12 more")')
+    reason = serializers.CharField(help_text='"draft r1: never approved", "disabled", "for Planner, not Coder"')
+
+
 class SelectedSerializer(serializers.Serializer):
     exp_id = serializers.CharField()
     what = serializers.CharField()
@@ -176,6 +181,9 @@ class SelectOutputSerializer(serializers.Serializer):
     use_experience = serializers.BooleanField()
     skipped = serializers.CharField(allow_blank=True, help_text="Why no LLM was asked; empty when one was.")
     candidates = CandidateSerializer(many=True)
+    not_offered = NotOfferedSerializer(
+        many=True, help_text="The team's other experiences, not shown to the LLM, and why (at most 100 listed)."
+    )
     selected = SelectedSerializer(many=True)
     prompt_text = serializers.CharField(allow_blank=True, help_text="The block to inject into the role's prompt.")
     messages = serializers.ListField(child=serializers.DictField())
@@ -219,6 +227,7 @@ class ConfigOutputSerializer(serializers.Serializer):
 
 class SelectionLogSerializer(serializers.ModelSerializer):
     session_id = serializers.UUIDField(allow_null=True)
+    not_offered = NotOfferedSerializer(many=True, read_only=True)
 
     class Meta:
         model = SelectionLog
@@ -228,6 +237,7 @@ class SelectionLogSerializer(serializers.ModelSerializer):
             "query",
             "context",
             "candidates",
+            "not_offered",
             "messages",
             "raw_response",
             "selected",

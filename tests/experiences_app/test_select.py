@@ -327,3 +327,18 @@ def test_the_context_of_a_session_leaves_failed_rounds_out(api, session_id, expe
         "Planner -> CodeInterpreter: plot it with labels"
     )
     assert "broken attempt" not in prompt_of(llm_server.requests[-1])
+
+
+def test_a_selection_says_which_experiences_it_did_not_offer_and_why(api, experiences, llm_server):
+    llm_server.script(Reply('{"file-validation": true}'))
+
+    body = select(api).json()
+
+    expected = [
+        {"exp_id": "disabled-one", "reason": "disabled"},
+        {"exp_id": "draft-one", "reason": "draft r1: never approved"},
+        {"exp_id": "planner-only", "reason": "for Planner, not CodeInterpreter"},
+    ]
+    assert body["not_offered"] == expected
+    logged = api.get(f"/api/v1/experience-selections/{body['log_id']}/").json()
+    assert logged["not_offered"] == expected

@@ -76,6 +76,10 @@ def world(transactional_db, settings) -> World:
             latency_ms=12,
             prompt_tokens=140,
             completion_tokens=6,
+            not_offered=[
+                {"exp_id": "retry-network", "reason": "draft r1: never approved"},
+                {"exp_id": "planner-steps-with-a-long-identifier", "reason": f"for Planner, not {role}"},
+            ],
         )
         for n, (role, picked) in enumerate(
             [("CodeInterpreter", ["file-validation"]), ("Planner", ["plot-style"]), ("CodeInterpreter", [])]
@@ -105,6 +109,9 @@ def test_every_experiences_page_fits_and_passes_axe_at_phone_and_desktop(live_se
             page = open_page(opened, live_server.url, viewport=viewport)
             for name, path in pages.items():
                 page.goto(live_server.url + path)
+                if name == "selection":  # what the selection left out, and why
+                    expect(page.locator("#not-offered li")).to_have_count(2)
+                    expect(page.locator("#not-offered")).to_contain_text("draft r1: never approved")
                 check_page(page, f"experiences-{name}")
 
 
@@ -118,6 +125,7 @@ def run_trial(page: Page) -> None:
     expect(page.get_by_role("heading", name="Trial result")).to_be_in_viewport()
     expect(page.locator("tr.trial-candidate")).to_contain_text("draft on trial")
     expect(page.get_by_text("trial · not logged")).to_be_visible()
+
     expect(page.get_by_role("link", name="Download prompt log")).to_have_count(0)
 
 

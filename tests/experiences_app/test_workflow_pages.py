@@ -186,6 +186,11 @@ def test_one_selection_shows_offered_picked_and_why_and_is_team_scoped(
     page = text(member.get(url("selection", str(picked.pk))))
     assert '<span class="pill live-pill">picked</span>' in page and "{&quot;plot-style&quot;: true}" in page
     assert "deleted" in page  # file-validation was offered but no longer exists
+    SelectionLog.objects.filter(pk=picked.pk).update(
+        not_offered=[{"exp_id": "plot-style", "reason": "for Coder, not Planner"}]
+    )
+    page = text(member.get(url("selection", str(picked.pk))))
+    assert "Not offered to the LLM: 1 experience" in page and "for Coder, not Planner" in page
     foreign = SelectionLog.objects.create(team=other_tenant.team, role="x", query="secret")
     assert member.get(url("selection", str(foreign.pk))).status_code == 404
     assert str(foreign.pk) not in text(member.get(url("selections")))
