@@ -191,3 +191,45 @@ def test_a_member_searches_reads_highlights_and_opens_the_score_breakdown(live_s
             browser.close()
     assert (SCREENSHOTS / "search_1280.png").stat().st_size > 10_000
     assert (SCREENSHOTS / "search_390.png").stat().st_size > 10_000
+
+
+@pytest.fixture
+def drowned_experience(transactional_db, job_outbox) -> None:
+    """Thirty messages about a flaky test, and one curated experience about flaky tests."""
+    from experiences_app import services as experiences
+    from tests.browser_kit import member
+
+    team, _ = member("demo", "ada", admin=True)
+    session = services.session_create(team=team, external_id="ci-chat")
+    services.message_append(
+        session=session,
+        messages=[
+            {"role": "user", "content": f"the flaky test failed again on run {n}, retrying the flaky test"}
+            for n in range(30)
+        ],
+    )
+    experiences.experience_create(
+        team=team,
+        exp_id="flaky-tests",
+        who=[],
+        when="a test fails only sometimes (a flaky test)",
+        what="quarantine it and open an issue with the seed",
+        actor="ada",
+        status="approved",
+    )
+    run_index(team.pk)
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_a_curated_experience_shows_beside_messages_that_fill_the_results(
+    live_server, drowned_experience: None, width: int
+) -> None:
+    from tests.browser_kit import browser, check_page, open_page
+
+    with browser() as opened:
+        page = open_page(opened, live_server.url, viewport={"width": width, "height": 900})
+        page.goto(live_server.url + "/search/?q=flaky+test")
+        other = page.get_by_role("region", name="Best of other kinds")
+        expect(other.get_by_role("link", name="experience flaky-tests")).to_be_visible()
+        expect(page.locator("ol.search-hits:not(.other-kind-hits) > li.hit")).to_have_count(20)
+        check_page(page, "search-other-kinds")
