@@ -30,6 +30,7 @@ BENCHES = (
     "embedding_choice",
     "facts_bench",
     "hot_path_profile",
+    "indexing_bench",
     "load",
     "mcp_bench",
     "queue_fairness",

@@ -7,12 +7,13 @@ the quality of lexical, vector and hybrid ranking on planted memories.
     # options: --engines sqlite,postgres,pgvector  --rounds 5  --queries 40  --distractors 3000
     #          --pg-url postgres://postgres@127.0.0.1:5432  --keep-db
 
-Engines: SQLite (FTS5 + exact cosine in numpy) in MEMSITE_VAR_DIR (default /tmp/var-searchbench);
-on the PostgreSQL server of --pg-url, in a database `memsite_searchbench` created and dropped by the
-bench (tests/pgvector_server.py): PostgreSQL without pgvector (tsvector/GIN + exact cosine; the
-database's role may not create the extension) and PostgreSQL + pgvector (tsvector/GIN + HNSW; the
-server must have pgvector, which .ci/run installs). Each engine runs in a child process with its
-own DATABASE_URL: a fresh database, `migrate`, the seed, the measurements, a JSON result.
+Engines: SQLite (FTS5 + the in-process faiss IVF index) in MEMSITE_VAR_DIR (default
+/tmp/var-searchbench); on the PostgreSQL server of --pg-url, in a database `memsite_searchbench` (or
+--db-name) created and dropped by the bench (tests/pgvector_server.py): PostgreSQL without pgvector
+(tsvector/GIN + faiss IVF; the database's role may not create the extension) and PostgreSQL +
+pgvector (tsvector/GIN + HNSW; the server must have pgvector, which .ci/run installs). Each engine
+runs in a child process with its own DATABASE_URL: a fresh database, `migrate`, the seed, the
+measurements, a JSON result.
 
 1. Model (a child process of its own, 1 onnxruntime thread): the offline model
    (memory_app.search.embeddings.offline) embeds the quality set's distractors, realistic
@@ -20,7 +21,9 @@ own DATABASE_URL: a fresh database, `migrate`, the seed, the measurements, a JSO
 2. Seed: 100 teams, Zipf sizes (bench/search_corpus.py), --scale x 1M items, written in bulk
    straight into the item table (binary COPY on PostgreSQL, executemany on SQLite), every item
    indexed, with synthetic text and synthetic clustered 384-dimension vectors: the real model
-   would take hours for 1M items. The HNSW index is built after the load, as `reindex` would.
+   would take hours for 1M items. The HNSW index (pgvector), or each team's in-process IVF index
+   (without pgvector: every team of SEARCH_ANN_MIN_ITEMS vectors or more, in the index run's
+   SEARCH_RUN_SECONDS steps) is built after the load, as `reindex` would; timed.
 3. Latency of the teams of ~1k, ~10k and the largest (~200k) x scale: lexical only
    (engines.lexical), vector only (engines.vector), both with the 40 candidates a 10-result
    search asks for, and hybrid (selectors.search, limit 10: both engines, fusion, the items read
@@ -28,7 +31,8 @@ own DATABASE_URL: a fresh database, `migrate`, the seed, the measurements, a JSO
    then swapped for the synthetic query vector). Rounds of up to --queries queries per team and
    mode (at most 2 s each), teams and modes in a rotating order; p50 and p99 of each round,
    medians over rounds. Also: recall@10 of the vector engine against exact cosine over the same
-   team (what HNSW with a team filter loses), and which plan PostgreSQL chose.
+   team (what HNSW with a team filter loses), which plan PostgreSQL chose, and (IVF) the time to
+   add a tail of 2,000 re-embedded vectors to the largest team's index.
 4. Quality: a team of the 40 planted memories and --distractors real texts, all embedded by the
    real model and spread over the last 90 days; the 60 questions, through the product's code:
    lexical and vector (40 candidates each) and hybrid (selectors.search, limit 10). Recall@5
@@ -67,8 +71,8 @@ from bench.harness import ROOT, json_option, machine_description, write_figures
 DB_NAME = "memsite_searchbench"
 ENGINES = ("sqlite", "postgres", "pgvector")
 ENGINE_LABELS = {
-    "sqlite": "SQLite (FTS5 + exact cosine)",
-    "postgres": "PostgreSQL (tsvector + exact cosine)",
+    "sqlite": "SQLite (FTS5 + faiss IVF)",
+    "postgres": "PostgreSQL (tsvector + faiss IVF)",
     "pgvector": "PostgreSQL + pgvector (tsvector + HNSW)",
 }
 MODES = ("lexical", "vector", "hybrid")
@@ -96,6 +100,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--pg-url", default="postgres://postgres@127.0.0.1:5432", help="PostgreSQL server (as its superuser)"
     )
     parser.add_argument("--keep-db", action="store_true", help="leave the databases")
+    parser.add_argument("--db-name", default=DB_NAME, help="the PostgreSQL database to create and drop")
     parser.add_argument(
         "--measured-only",
         action="store_true",
@@ -391,6 +396,65 @@ def settle(vendor: str, pgvector: bool) -> dict[str, float]:
     return timings
 
 
+def build_vector_indexes(seeded: dict[str, Any]) -> dict[str, Any]:
+    """Without pgvector: each team's in-process IVF index, as the index runs build it (steps of
+    SEARCH_RUN_SECONDS, each a fresh call); the largest team's timings, and all teams' total."""
+    from django.conf import settings
+
+    from memory_app.search import ann
+    from memory_app.search.embeddings.offline import MODEL
+
+    teams = [(team_id, corpus.SYNTHETIC_MODEL) for team_id in seeded["team_ids"]]
+    teams.append((seeded["quality_team"], MODEL))
+    built: dict[str, Any] = {"teams": 0, "total_s": 0.0, "largest": {}}
+    for team_id, model in teams:
+        key = ann.IndexKey(team_id=team_id, model=model, dimension=corpus.DIMENSION)
+        steps: list[float] = []
+        while True:
+            started = time.perf_counter()
+            more = ann.maintain(key=key, until=time.monotonic() + settings.SEARCH_RUN_SECONDS)
+            steps.append(time.perf_counter() - started)
+            if not more:
+                break
+        described = ann.describe(key)
+        if not described:
+            continue
+        built["teams"] += 1
+        built["total_s"] += sum(steps)
+        if team_id == seeded["team_ids"][0]:
+            built["largest"] = {
+                "vectors": described["size"],
+                "cells": described["cells"],
+                "build_s": sum(steps),
+                "steps": len(steps),
+                "longest_step_s": max(steps),
+                "file_mb": int(described["file_bytes"]) / 2**20,  # type: ignore[call-overload]
+            }
+    log(f"in-process vector indexes: {built}")
+    return built
+
+
+def refresh_timing(seeded: dict[str, Any], vectors: int = 2000) -> dict[str, float]:
+    """The largest team's index takes in a tail: `vectors` items re-embedded (their indexed_at
+    moved to now) are added by the next maintenance, and the stale copies taken out."""
+    from django.conf import settings
+    from django.utils import timezone
+
+    from memory_app.search import ann
+    from memory_app.search.models import SearchItem
+
+    team_id = seeded["team_ids"][0]
+    chosen = list(SearchItem.objects.filter(team_id=team_id).order_by("?").values_list("id", flat=True)[:vectors])
+    SearchItem.objects.filter(id__in=chosen).update(indexed_at=timezone.now())
+    key = ann.IndexKey(team_id=team_id, model=corpus.SYNTHETIC_MODEL, dimension=corpus.DIMENSION)
+    started = time.perf_counter()
+    while ann.maintain(key=key, until=time.monotonic() + settings.SEARCH_RUN_SECONDS):
+        pass
+    seconds = time.perf_counter() - started
+    manifest = ann.describe(key)
+    return {"vectors": len(chosen), "refresh_s": seconds, "replaced": float(manifest.get("stale", 0))}  # type: ignore[arg-type]
+
+
 # --- 3. latency --------------------------------------------------------------------------------
 
 
@@ -500,7 +564,7 @@ def latency(config: dict[str, Any], seeded: dict[str, Any]) -> dict[str, Any]:
     return {
         "cells": results,
         "vector_recall": vector_recall(picked, seeded, per_team, vocab),
-        "plans": vector_plans(picked, seeded, per_team) if schema.pgvector_installed() else {},
+        "plans": vector_plans(picked, seeded, per_team) if schema.pgvector_installed() else ann_plans(picked, seeded),
         "query_embedding_ms_p50": statistics.median(embed_ms),
         "busy_before_rounds": quiet,
     }
@@ -527,6 +591,18 @@ def vector_recall(
             recalls.append(len({item_id for item_id, _ in got} & set(exact.tolist())) / 10)
         out[label] = statistics.mean(recalls)
     return out
+
+
+def ann_plans(picked: list[tuple[str, int]], seeded: dict[str, Any]) -> dict[str, str]:
+    """Which path the in-process engine takes for each measured team: its IVF index, or exact cosine."""
+    from memory_app.search import ann
+
+    plans = {}
+    for label, rank in picked:
+        key = ann.IndexKey(team_id=seeded["team_ids"][rank], model=corpus.SYNTHETIC_MODEL, dimension=corpus.DIMENSION)
+        opened = ann.open_index(key)
+        plans[label] = "exact cosine (below the index size)" if opened is None else f"IVF, {opened.index.nlist} cells"
+    return plans
 
 
 def vector_plans(
@@ -702,13 +778,14 @@ def engine_child(config: dict[str, Any]) -> dict[str, Any]:
     from django.core.management import call_command
     from django.db import connection
 
-    from memory_app.search import schema
+    from memory_app.search import engines, schema
 
     started = time.perf_counter()
     call_command("migrate", verbosity=0)
     migrate_s = time.perf_counter() - started
     vendor = connection.vendor
     pgvector = schema.pgvector_installed()
+    vector_engine = engines.vector_engine_name()
     if config["engine"] == "pgvector" and not pgvector:
         raise SystemExit("pgvector engine: the migration did not install the vector column")
     if config["engine"] == "postgres" and pgvector:
@@ -729,8 +806,10 @@ def engine_child(config: dict[str, Any]) -> dict[str, Any]:
     seeded = seed(config, vendor, pgvector)
     log(f"{config['engine']}: {seeded['items']} items seeded in {seeded['seed_s']:.0f} s; settling")
     settled = settle(vendor, pgvector)
+    indexes = {} if pgvector else build_vector_indexes(seeded)
     log(f"{config['engine']}: settled {settled}; timing")
     timed = latency(config, seeded)
+    refresh = {} if pgvector else refresh_timing(seeded)
     log(f"{config['engine']}: quality")
     judged = quality_run(seeded)
     return {
@@ -739,6 +818,9 @@ def engine_child(config: dict[str, Any]) -> dict[str, Any]:
         "migrate_s": migrate_s,
         "seeded": {k: v for k, v in seeded.items() if k != "team_ids"},
         "settled": settled,
+        "vector_indexes": indexes,
+        "refresh": refresh,
+        "vector_engine": vector_engine,
         "latency": timed,
         "quality": judged,
     }
@@ -790,13 +872,13 @@ def run(args: argparse.Namespace) -> int:
         else:
             from tests.pgvector_server import create_database, drop_database
 
-            drop_database(DB_NAME, args.pg_url)
-            url = create_database(DB_NAME, pgvector=engine == "pgvector", server=args.pg_url)
+            drop_database(args.db_name, args.pg_url)
+            url = create_database(args.db_name, pgvector=engine == "pgvector", server=args.pg_url)
             try:
                 results[engine] = run_child("engine", config, child_environment(var_dir, url, None), workdir)
             finally:
                 if not args.keep_db:
-                    drop_database(DB_NAME, args.pg_url)
+                    drop_database(args.db_name, args.pg_url)
     goals = report(args, when, model, results, vectors, time.perf_counter() - started)
     write_figures(
         args.json,
@@ -830,7 +912,7 @@ def report(
     print(f"memsite search bench, {when}")
     print(f"machine: {machine_description()}; Python {platform.python_version()}")
     for engine, result in results.items():
-        print(f"{engine}: {result['version']}")
+        print(f"{engine}: {result['version']}; vector engine {result.get('vector_engine', '?')}")
     command = "bench/search_bench.py " + " ".join(sys.argv[1:])
     print(f"command: .venv/bin/python {command.strip()}")
     if any_result:
@@ -853,6 +935,24 @@ def report(
             f"| {engine} | {seeded['items']:,} | {seeded['seed_s']:.1f} | {seeded['items'] / seeded['seed_s']:,.0f} |"
             f" {hnsw} | {settled['analyze_s']:.1f} | {settled['table_mb']:,.0f} |"
         )
+    indexed = {engine: result for engine, result in results.items() if result.get("vector_indexes")}
+    if indexed:
+        print()
+        print("## In-process vector indexes (faiss IVF, int8; built in SEARCH_RUN_SECONDS steps)\n")
+        print(
+            "| engine | teams indexed | all builds s | largest team: vectors | cells | build s | steps |"
+            " longest step s | file MB | MB per 100k vectors | refresh of 2,000 re-embedded s |"
+        )
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for engine, result in indexed.items():
+            built, largest = result["vector_indexes"], result["vector_indexes"]["largest"]
+            per_100k = largest["file_mb"] / max(largest["vectors"], 1) * 100_000
+            print(
+                f"| {engine} | {built['teams']} | {built['total_s']:.1f} | {largest['vectors']:,} |"
+                f" {largest['cells']} | {largest['build_s']:.1f} | {largest['steps']} |"
+                f" {largest['longest_step_s']:.1f} |"
+                f" {largest['file_mb']:.1f} | {per_100k:.1f} | {result['refresh']['refresh_s']:.1f} |"
+            )
     print()
     print(
         f"## Latency (ms; p50 / p99 = medians over {args.rounds} rounds of each round's p50 / p99; "

@@ -11,7 +11,7 @@ from memory_app.jobs.models import WorkerHeartbeat
 from memory_app.rounds.models import Attachment, Round, ScratchEntry, SharedMemoryEntry
 from memory_app.search.models import IndexRun, SearchItem, SearchKind
 from memory_app.tenancy.models import ApiKey, Team, TeamMembership
-from memory_app.usage.models import ContextServe, LLMCall
+from memory_app.usage.models import CompressedJSONField, ContextRecord, ContextServe, LLMCall
 from memory_app.webhooks.models import Webhook, WebhookDelivery
 from memsite.fields import VerbatimJSONField
 
@@ -21,6 +21,8 @@ __all__ = [
     "ApiKey",
     "Attachment",
     "CompactionRun",
+    "CompressedJSONField",
+    "ContextRecord",
     "ContextServe",
     "EventStreamLease",
     "Fact",

@@ -19,6 +19,7 @@ from memory_app.facts import extraction as fact_extraction
 from memory_app.idempotency import services as idempotency
 from memory_app.ops.metrics import observed_job
 from memory_app.search import services as search_index
+from memory_app.usage import services as usage
 from memory_app.webhooks import services as webhooks
 
 
@@ -85,3 +86,9 @@ def sweep_webhook_deliveries() -> str:
 @observed_job("idempotency_purge", status_is_outcome=False)
 def purge_idempotency_records() -> str:
     return f"deleted={idempotency.idempotency_purge()}"
+
+
+@shared_task(ignore_result=True)
+@observed_job("context_records_purge", status_is_outcome=False)
+def purge_context_records() -> str:
+    return f"deleted={usage.context_records_purge()}"

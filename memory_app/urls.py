@@ -17,6 +17,7 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/", views.session_detail, name="session"),
     path("usage/", usage_pages.usage_page, name="usage"),
     path("usage/contexts/<int:serve_id>/", usage_pages.served_context_page, name="served_context"),
+    path("usage/contexts/<uuid:context_id>/", usage_pages.served_context_by_id_page, name="served_context_by_id"),
     path("agents/", agent_pages.agent_list, name="agents"),
     # <path:>: an agent name from a message or a key may hold "/" (agent_pages.agent_url).
     path("agents/<path:agent>/", agent_pages.agent_detail, name="agent"),

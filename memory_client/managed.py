@@ -33,6 +33,7 @@ from memory_client.errors import ConflictError, MemoryClientError
 from memory_client.events import EventSink, compaction_event_from, emit
 from memory_client.memory import MAX_LAST, RemoteConversationMemory
 from memory_client.messages import Message
+from memory_client.replay import ServedMessages, served_messages
 from memory_client.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT
 
 logger = logging.getLogger(__name__)
@@ -154,15 +155,16 @@ class RemoteManagedConversationMemory(RemoteConversationMemory):
 
     # --- reads -----------------------------------------------------------------------------
 
-    def get_messages(self) -> list[dict[str, Any]]:
+    def get_messages(self) -> ServedMessages:
         """The active context for the LLM, OpenAI format: prompt, instruction, summary, newer messages.
 
         `last` is sent explicitly: without it the endpoint serves only MEMSITE_CONTEXT_WINDOW
-        messages, while marsys's managed memory serves every message after the summary.
+        messages, while marsys's managed memory serves every message after the summary. The
+        list's `context_id` names what was served (`replay_context`).
         """
-        return self._api.get(self._path + "context/", last=MAX_LAST)["messages"]
+        return served_messages(self._api.get(self._path + "context/", last=MAX_LAST))
 
-    def retrieve_all(self) -> list[dict[str, Any]]:
+    def retrieve_all(self) -> ServedMessages:
         """get_messages(), as in marsys's managed memory (the raw history is get_raw_messages())."""
         return self.get_messages()
 

@@ -33,10 +33,12 @@ from memory_client.messages import (
     convert_calls,
     image_url,
 )
+from memory_client.replay import NOT_RECORDED_WAIT_SECONDS, ServedMessages, replay_context, served_messages
 from memory_client.search import refused, relevant_ids, search_body, search_hits
 from memory_client.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT, HttpApi, new_idempotency_key
 from memory_client.turns import tail_cut
 from memory_client.vocabulary.messages import CHAT_MESSAGE_FIELDS, to_llm_dict
+from memory_client.vocabulary.wire import ContextReplay
 
 logger = logging.getLogger(__name__)
 
@@ -142,6 +144,14 @@ class SessionBound:
             explain=explain,
         )
         return search_hits(self._api, body)
+
+    def replay_context(self, context_id: str, *, wait: float = NOT_RECORDED_WAIT_SECONDS) -> ContextReplay:
+        """A served context exactly as it was served (its messages byte for byte, the read's
+        parameters, the recalled memories with their text, the summary, tokens by part), by the
+        `context_id` of `context()`'s answer. NotFoundError for an unknown or another team's id,
+        or one older than the server keeps (MEMSITE_CONTEXT_RECORD_DAYS). Asked for right after
+        the read, it waits up to `wait` seconds for the server to write it."""
+        return replay_context(self._api, context_id, wait=wait)
 
     def __enter__(self) -> Self:
         return self
@@ -608,8 +618,11 @@ class RemoteConversationMemory(SessionBound):
         recall: str | None = None,
         recall_k: int | None = None,
         recall_kinds: Sequence[str] | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> ServedMessages:
         """The server's LLM context: system prompt + the newest messages within `last`/`max_tokens`.
+
+        A list of OpenAI messages whose `context_id` names this answer: `replay_context(id)`
+        shows later exactly what it was.
 
         With `recall` (a question or topic), the server adds one "relevant memory" system
         message after the prompt: the `recall_k` (default 5, at most 20) team memories most
@@ -634,7 +647,7 @@ class RemoteConversationMemory(SessionBound):
             if exc.status_code == 400 and any(field.startswith("recall") for field in exc.fields):
                 raise refused(exc) from exc
             raise
-        return served["messages"]
+        return served_messages(served)
 
     # --- files ---------------------------------------------------------------------------
 

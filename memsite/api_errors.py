@@ -30,6 +30,7 @@ from memsite.errors import (
     LLMUnavailable,
     MessageIdReused,
     NotFound,
+    NotRecordedYet,
     PayloadTooLarge,
     RetryLater,
     StreamsUnavailable,
@@ -40,6 +41,7 @@ from memsite.middleware import DATABASE_ERRORS, database_unavailable_body
 _DOMAIN_STATUS: dict[type[DomainError], int] = {
     InvalidInput: status.HTTP_400_BAD_REQUEST,
     NotFound: status.HTTP_404_NOT_FOUND,
+    NotRecordedYet: status.HTTP_404_NOT_FOUND,
     Conflict: status.HTTP_409_CONFLICT,
     IdempotencyKeyReused: status.HTTP_422_UNPROCESSABLE_ENTITY,
     MessageIdReused: status.HTTP_422_UNPROCESSABLE_ENTITY,

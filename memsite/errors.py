@@ -52,6 +52,13 @@ class RetryLater(DomainError):
         self.retry_after = retry_after
 
 
+class NotRecordedYet(RetryLater):
+    """Not found, but the id is young enough that the batch holding it may not be written yet:
+    asking again after `retry_after` seconds tells (the served-context ledger writes in batches)."""
+
+    code = "not_recorded_yet"
+
+
 class BudgetExceeded(RetryLater):
     """The team's daily LLM token budget is spent; `retry_after` is the seconds until it renews."""
 

@@ -284,6 +284,7 @@ CELERY_BEAT_SCHEDULE = {
     "archive-agent-memories": {"task": "memory_app.tasks.archive_agent_memories", "schedule": 600.0},
     "sweep-webhook-deliveries": {"task": "memory_app.tasks.sweep_webhook_deliveries", "schedule": 30.0},
     "purge-idempotency-records": {"task": "memory_app.tasks.purge_idempotency_records", "schedule": 3600.0},
+    "purge-context-records": {"task": "memory_app.tasks.purge_context_records", "schedule": 3600.0},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 COMPACTION_MAX_ATTEMPTS = env_int("MEMSITE_COMPACTION_MAX_ATTEMPTS", 4, minimum=1)
@@ -350,9 +351,13 @@ SEARCH_EMBED_BATCH = env_int("MEMSITE_SEARCH_EMBED_BATCH", 64, minimum=1)
 # takes whatever waits there between two slices, so a backlog delays other jobs by one slice, not
 # by the whole backlog (docs/scaling.md, "Worker layout"; bench/queue_fairness.py measured 60 s).
 SEARCH_RUN_SECONDS = env_float("MEMSITE_SEARCH_RUN_SECONDS", 5.0)
-# Without pgvector, vector search is exact cosine in numpy over a team's filtered items, newest
-# first: past this many candidates it reads only the newest ones (docs/recall.md).
-SEARCH_EXACT_MAX_ITEMS = env_int("MEMSITE_SEARCH_EXACT_MAX_ITEMS", 100_000, minimum=100)
+# Without pgvector, vector search asks an in-process HNSW index (usearch), one file per team and
+# model, kept here; a team below SEARCH_ANN_MIN_ITEMS vectors is searched exactly (a few ms), and so
+# is every vector written since its index was last brought up to date (its tail). The index run
+# adds the tail once it passes SEARCH_ANN_TAIL_ITEMS (docs/recall.md, "Vector").
+SEARCH_ANN_DIR = Path(env_str("MEMSITE_SEARCH_ANN_DIR", str(VAR_DIR / "ann")))
+SEARCH_ANN_MIN_ITEMS = env_int("MEMSITE_SEARCH_ANN_MIN_ITEMS", 2000, minimum=1)
+SEARCH_ANN_TAIL_ITEMS = env_int("MEMSITE_SEARCH_ANN_TAIL_ITEMS", 1000, minimum=1)
 # Results lose half their recency factor every this many days (the factor is at least 0.5).
 SEARCH_RECENCY_HALF_LIFE_DAYS = env_float("MEMSITE_SEARCH_RECENCY_HALF_LIFE_DAYS", 30.0)
 
@@ -412,6 +417,9 @@ LLM_RATE_LIMIT = env_str("MEMSITE_LLM_RATE_LIMIT", "60/minute")
 # Token economics: each web process writes the ledger rows of the contexts it served
 # in one batch per interval (memory_app/context_ledger.py); 0 writes each row in its request.
 CONTEXT_LEDGER_FLUSH_SECONDS = env_float("MEMSITE_CONTEXT_LEDGER_FLUSH_SECONDS", 1.0)
+# Days a served context's replay record (its messages as sent, GET /api/v1/contexts/{id}/) is
+# kept; a beat job deletes older ones hourly. 0 keeps none (the ledger rows stay either way).
+CONTEXT_RECORD_DAYS = env_int("MEMSITE_CONTEXT_RECORD_DAYS", 30, minimum=0)
 
 # --- Logging: JSON lines (or text) with the request id; secrets and content redacted ----------
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
@@ -437,6 +445,7 @@ LOGGING = {
     "loggers": {
         "openai": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
+        "faiss.loader": {"level": "WARNING"},  # which CPU build it tried (AVX-512, AVX2) at every start
         "django.db.backends": {"level": "INFO"},
     },
 }

@@ -34,6 +34,7 @@ SAMPLE_KWARGS: dict[str, str] = {
     "webhook_id": "7cde8056-91b3-4fc4-8a5b-6c7d8e9fabbb",
     "delivery_id": "8def9167-a2c4-40d5-9b6c-7d8e9fabccc0",
     "serve_id": "1",  # a served context (the usage ledger's ContextServe)
+    "context_id": "0190f5a2-7b3c-7d4e-8f5a-6b7c8d9e0f11",  # a served context, as its answer names it
     # admin
     "object_id": "1",
     "content_type_id": "1",

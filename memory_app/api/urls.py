@@ -35,6 +35,7 @@ urlpatterns = [
     path("search/", search_api.SearchView.as_view(), name="search"),
     path("events/", events_api.EventListView.as_view(), name="event-list"),
     path("usage/", usage_views.UsageView.as_view(), name="usage"),
+    path("contexts/<uuid:context_id>/", usage_views.ContextReplayView.as_view(), name="context-replay"),
     path("events/stream/", events_api.EventStreamView.as_view(), name="event-stream"),
     path("webhooks/", webhooks_api.WebhookListCreateView.as_view(), name="webhook-list"),
     path("webhooks/<uuid:webhook_id>/", webhooks_api.WebhookDetailView.as_view(), name="webhook-detail"),

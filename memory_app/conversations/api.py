@@ -23,7 +23,7 @@ from memory_app.idempotency.api import KEY_PARAMETER, idempotent_write
 from memory_app.search import recall
 from memory_app.tenancy.permissions import require_admin
 from memory_app.usage import llm_calls as llm_usage
-from memory_client.vocabulary.wire import ContextAnswer
+from memory_client.vocabulary.wire import ContextAnswer, ContextRecordBody
 
 
 class SessionScopedView(TeamScopedView):
@@ -211,7 +211,8 @@ class ContextView(SessionScopedView):
         description="The messages to send to an LLM, in OpenAI's format: the system prompt, then the "
         "most recent messages within `last` (default MEMSITE_CONTEXT_WINDOW) and `max_tokens`. With `recall`, "
         "one 'relevant memory' system message after the system prompt holds the team's memories most relevant "
-        "to it, with their sources, inside `max_tokens`; `recall` in the answer lists what it injected.",
+        "to it, with their sources, inside `max_tokens`; `recall` in the answer lists what it injected. "
+        "`context_id` names this answer: GET /contexts/{context_id}/ replays it as it was served.",
     )
     def get(self, request: Request, session_id: str) -> Response:
         query = query_params(s.ContextQuerySerializer, request)
@@ -223,16 +224,21 @@ class ContextView(SessionScopedView):
             session=session, last=query.get("last"), max_tokens=query.get("max_tokens"), recall=wanted
         )
         injected = served.recall if isinstance(served.recall, recall.Recall) else None
-        llm_usage.context_served_record(
+        context_id = llm_usage.context_served_record(
             session=session,
             agent=query.get("agent") or self.api_key.agent_name or session.agent_name,
             served_tokens=served.token_count,
             recall_query=injected.query if injected else "",
             recalled=injected.memories() if injected else [],
             parts=served.breakdown,
+            replay=_replay_body(served, query, injected),
         )
         compaction.compaction_request_on_read(session=session)
-        body: ContextAnswer = {"messages": served.messages, "token_count": served.token_count}
+        body: ContextAnswer = {
+            "context_id": str(context_id),
+            "messages": served.messages,
+            "token_count": served.token_count,
+        }
         if injected is not None:
             body["recall"] = {
                 "query": injected.query,
@@ -241,6 +247,48 @@ class ContextView(SessionScopedView):
                 "token_count": injected.token_count,
             }
         return Response(body)
+
+
+SUMMARY_KINDS = ("summary", "instruction")
+REPLAYED_TEXT_CHARS = 4000  # of a recalled memory's text in its replay (the served message has its first 400)
+
+
+def _replay_body(
+    served: context.ServedContext, query: dict[str, Any], injected: recall.Recall | None
+) -> ContextRecordBody:
+    """What the replay record keeps of this answer. The messages are the very objects the answer
+    serializes (nothing after this point changes them), so the replay renders the same bytes."""
+    run = served.run
+    # A compaction's summary is in the context only when its window reaches back to it.
+    summarised = any(part.kind in SUMMARY_KINDS for part in served.parts)
+    return {
+        "params": {
+            "last": query.get("last"),
+            "max_tokens": query.get("max_tokens"),
+            "recall": query.get("recall"),
+            "recall_k": query.get("recall_k"),
+            "recall_kinds": query.get("recall_kinds"),
+        },
+        "messages": served.messages,
+        "parts": [
+            {"kind": part.kind, "seq": part.seq, "token_count": part.token_count, "truncated": part.truncated}
+            for part in served.parts
+        ],
+        "summary": {"run_id": str(run.pk), "covered_to_seq": run.covered_to_seq}
+        if run is not None and summarised
+        else None,
+        "recall": None
+        if injected is None
+        else {
+            "query": injected.query,
+            "automatic": injected.automatic,
+            "token_count": injected.token_count,
+            "memories": [
+                {**memory, "text": hit.item.text[:REPLAYED_TEXT_CHARS]}
+                for memory, hit in zip(injected.memories(), injected.hits, strict=True)
+            ],
+        },
+    }
 
 
 class SessionExportView(SessionScopedView):

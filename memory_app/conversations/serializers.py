@@ -462,6 +462,7 @@ class ContextRecallSerializer(serializers.Serializer):
 
 
 class ContextOutputSerializer(serializers.Serializer):
+    context_id = serializers.UUIDField(help_text="Names this answer: GET /contexts/{context_id}/ replays it.")
     messages = serializers.ListField(child=serializers.DictField())
     token_count = serializers.IntegerField()
     recall = ContextRecallSerializer(required=False, help_text="present when recall put memories in the context")

@@ -345,7 +345,8 @@ MEMORY_CONTEXT = Tool(
     "system prompt, the latest summary of compacted history (managed sessions), and the most recent messages, "
     "tool calls kept with their results. With `recall`, one 'Relevant memory' system message after the system "
     "prompt brings in the team's most relevant memories (messages, summaries, facts, agent records...) from "
-    "any session, with their sources. `token_count` is the tokens of exactly what is returned.",
+    "any session, with their sources. `token_count` is the tokens of exactly what is returned; `context_id` names "
+    "this answer (GET /api/v1/contexts/{context_id}/ replays it exactly as served).",
     properties={
         "session_id": SESSION_ID,
         "max_tokens": {"type": "integer", "minimum": 1, "description": "The token budget for the whole context."},

@@ -12,7 +12,7 @@ from memory_app.search import schema
 
 def check_vector_engine(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Which vector engine recall runs on (`manage.py check --database default`): pgvector when
-    the migration found the extension, else exact cosine, which reads every candidate vector."""
+    the migration found the extension, else the in-process IVF index (search/ann.py)."""
     if not databases:
         return []
     try:
@@ -25,6 +25,6 @@ def check_vector_engine(app_configs: Any = None, databases: Any = None, **kwargs
     hint = (
         "The server has pgvector: run `manage.py reindex` to enable it."
         if available
-        else "Fine up to about SEARCH_EXACT_MAX_ITEMS items per team; install pgvector for more (docs/recall.md)."
+        else "Its files are in SEARCH_ANN_DIR: several machines need it on shared storage (docs/scaling.md)."
     )
-    return [Info("Recall's vector engine: exact cosine in numpy.", hint=hint, id="memsite.I002")]
+    return [Info("Recall's vector engine: in-process IVF index (faiss).", hint=hint, id="memsite.I002")]

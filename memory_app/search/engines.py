@@ -1,11 +1,14 @@
 """The two search engines, each returning a team's best candidates for a query as (item id, score)
 lists, best first, over the same filtered set of items.
 
-Lexical: PostgreSQL full-text search (the generated tsvector, GIN index, ts_rank_cd) or SQLite
-FTS5 (BM25). A query's words are OR-ed: a question shares only some words with its answer.
+Lexical: Okapi BM25 over PostgreSQL full-text search (the generated tsvector, GIN index) or SQLite
+FTS5. A query's words are OR-ed: a question shares only some words with its answer. At most
+LEXICAL_RANKED_MATCHES matching items are ranked, the newest, with every match of a rare word.
 Vector: pgvector's HNSW index (iterative scans, so a team filter cannot starve the result) when
-the database has the extension, else exact cosine in numpy over the filtered items' vectors,
-newest SEARCH_EXACT_MAX_ITEMS at most. Only vectors of the configured model are compared.
+the database has the extension; else the team's in-process IVF index (ann.py) for candidates,
+read back through the filters and scored exactly, plus the vectors indexed since it was brought
+up to date; exact cosine in numpy over every filtered vector while a team has no index. Only
+vectors of the configured model are compared.
 """
 
 from __future__ import annotations
@@ -17,13 +20,12 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from django.conf import settings
 from django.db import connection, transaction
 from django.db.backends.utils import CursorWrapper
 from django.db.models import FloatField, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
-from memory_app.search import schema
+from memory_app.search import ann, schema
 from memory_app.search.models import SearchItem, SearchKind
 
 
@@ -90,11 +92,12 @@ CONTEXT_WEIGHT = 0.35
 # uses the same values, so both databases rank words alike.
 BM25_K1 = 1.2
 BM25_B = 0.75
-# PostgreSQL ranks at most this many matching items: each query word brings its newest
-# LEXICAL_RANKED_MATCHES // len(terms) matches. Ranking reads every ranked item's tsvector, so
-# ranking all matches grows with the team (the words are OR-ed: a common one matches much of it);
-# per word, a rare word's matches all stay in, however many newer items a common word matches.
-# Finding the matches still reads each word's matches in the team (a bitmap heap scan, ~1 us each).
+# Both engines rank at most this many matching items, so ranking costs the same in any team (the
+# words are OR-ed: a common one matches much of it), while a rare word's matches all stay in.
+# PostgreSQL: each query word brings its newest LEXICAL_RANKED_MATCHES // len(terms) matches;
+# finding them still reads each word's matches in the team (a bitmap heap scan, a few us each).
+# SQLite: the newest LEXICAL_RANKED_MATCHES matches of any word, plus the rare words' older ones;
+# FTS5 stops reading at the bound.
 LEXICAL_RANKED_MATCHES = 2000
 # A team's item count and mean item length (BM25's N and avgdl) change slowly: asked once a while.
 TEAM_STATISTICS_TTL_SECONDS = 300.0
@@ -117,16 +120,18 @@ def _postgres_lexical(filters: Filters, terms: Sequence[str], limit: int) -> lis
     # A word's document frequency n is counted among the items searched (the window count, before
     # the LIMIT); idf = ln(1 + (N - n + 0.5) / (n + 0.5)) with N the team's items. tf: a word's
     # places in the item, a context place (weight D) counting CONTEXT_WEIGHT; the item's length is
-    # its number of distinct words (the tsvector's length: no need to unnest it).
+    # its number of distinct words (the tsvector's length: no need to unnest it). The arithmetic
+    # is float8 (PostgreSQL's numeric, which the literals would make of it, is several times slower).
     sql = (
         "WITH matches AS (SELECT w.lexeme, m.id, m.n FROM unnest(%s::text[], %s::tsquery[]) AS w(lexeme, q) "  # noqa: S608
-        f"CROSS JOIN LATERAL (SELECT id, count(*) OVER () AS n FROM {schema.TABLE} "
+        f"CROSS JOIN LATERAL (SELECT id, (count(*) OVER ())::float8 AS n FROM {schema.TABLE} "
         f"WHERE {where} AND search_tsv @@ w.q ORDER BY occurred_at DESC, id DESC LIMIT %s) AS m), "
-        "weights AS (SELECT DISTINCT lexeme, ln(1 + (greatest(%s, n) - n + 0.5) / (n + 0.5)) AS idf FROM matches) "
+        "weights AS (SELECT DISTINCT lexeme, ln(1 + (greatest(%s::float8, n) - n + 0.5) / (n + 0.5)) AS idf "
+        "FROM matches) "
         "SELECT c.id, SUM(w.idf * u.tf * %s / (u.tf + %s * (1 - %s + %s * length(c.search_tsv) / %s))) AS score "
         f"FROM (SELECT DISTINCT id FROM matches) AS found JOIN {schema.TABLE} c ON c.id = found.id, "
         "LATERAL (SELECT lexeme, cardinality(weights) - %s * cardinality(array_positions(weights, 'D')) AS tf "
-        "FROM unnest(c.search_tsv)) u JOIN weights w ON w.lexeme = u.lexeme "
+        "FROM unnest(c.search_tsv) WHERE lexeme = ANY(%s::text[])) u JOIN weights w ON w.lexeme = u.lexeme "
         "GROUP BY c.id ORDER BY score DESC, c.id DESC LIMIT %s"
     )
     params: list[Any] = [
@@ -141,6 +146,7 @@ def _postgres_lexical(filters: Filters, terms: Sequence[str], limit: int) -> lis
         BM25_B,
         max(average_length, 1.0),
         1.0 - CONTEXT_WEIGHT,
+        list(lexemes),
         limit,
     ]
     with connection.cursor() as cursor:
@@ -180,19 +186,75 @@ def _tsquery_literal(lexeme: str) -> str:
 
 
 def _sqlite_lexical(filters: Filters, terms: Sequence[str], limit: int) -> list[tuple[int, float]]:
-    match = " OR ".join(f'"{term}"' for term in terms)
+    """FTS5's BM25 (column weights: text 1, context CONTEXT_WEIGHT) over the newest
+    LEXICAL_RANKED_MATCHES filtered items matching any word, plus, when there were more, the
+    older matches of the query's rare words (those matching at most their share of that bound):
+    a rare word's matches all stay in, however many newer items a common word matches."""
     where, params = _item_conditions(candidates(filters))
-    # CROSS JOIN keeps the full-text table outermost: FTS5 runs the MATCH once and each hit is
-    # looked up by primary key. Left to the planner, it runs the MATCH once per item of the team.
-    # bm25()'s arguments weight the columns: text 1, context CONTEXT_WEIGHT.
+    newest, oldest_ranked = _sqlite_ranked(terms, filters.team_id, where, params, limit, before=None)
+    if oldest_ranked is None:
+        return newest
+    rare = _sqlite_rare_terms(terms, max(1, LEXICAL_RANKED_MATCHES // len(terms)))
+    if not rare:
+        return newest
+    # Their older items are scored by the rare words alone (with the same idf as above): a common
+    # word would add at most its small idf to them.
+    older, _ = _sqlite_ranked(rare, filters.team_id, where, params, limit, before=oldest_ranked)
+    return sorted([*newest, *older], key=lambda pair: (-pair[1], -pair[0]))[:limit]
+
+
+def _sqlite_ranked(
+    terms: Sequence[str], team_id: int, where: str, params: list[Any], limit: int, *, before: int | None
+) -> tuple[list[tuple[int, float]], int | None]:
+    """The best `limit` of the newest LEXICAL_RANKED_MATCHES filtered items (with an id below
+    `before`, if given) matching any of `terms`, and the oldest id ranked when there may be more
+    (None when every match was ranked)."""
+    fts, table = schema.FTS_TABLE, schema.TABLE
+    older = f" AND {fts}.rowid < %s" if before is not None else ""
+    # The full-text table drives (CROSS JOIN), newest first: FTS5 walks its doclists backwards by
+    # rowid and stops after the bound, so bm25() (~1.3 us an item) and the filters run on the
+    # ranked items only. Each hit's filters are read from the narrow lookup index, not the row.
+    # The full-text table holds every team's items: FTS5 reads only those between the team's first
+    # and last id (two seeks in the team index), so a small team does not walk a large one's matches.
+    team_span = (
+        f" AND {fts}.rowid >= (SELECT min(id) FROM {table} WHERE team_id = %s)"  # noqa: S608
+        f" AND {fts}.rowid <= (SELECT max(id) FROM {table} WHERE team_id = %s)"
+    )
     sql = (
-        f"SELECT {schema.FTS_TABLE}.rowid, -bm25({schema.FTS_TABLE}, 1.0, %s) AS score "  # noqa: S608
-        f"FROM {schema.FTS_TABLE} CROSS JOIN {schema.TABLE} ON {schema.TABLE}.id = {schema.FTS_TABLE}.rowid "
-        f"WHERE {schema.FTS_TABLE} MATCH %s AND {where} ORDER BY score DESC, {schema.FTS_TABLE}.rowid DESC LIMIT %s"
+        "SELECT id, score, count(*) OVER (), min(id) OVER () FROM ("  # noqa: S608
+        f"SELECT {fts}.rowid AS id, -bm25({fts}, 1.0, %s) AS score FROM {fts} "
+        f"CROSS JOIN {table} INDEXED BY {schema.LEXICAL_LOOKUP_INDEX} ON {table}.id = {fts}.rowid "
+        f"WHERE {fts} MATCH %s{team_span} AND {where}{older} ORDER BY {fts}.rowid DESC LIMIT %s"
+        ") ORDER BY score DESC, id DESC LIMIT %s"
+    )
+    bound = [before] if before is not None else []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql,
+            [CONTEXT_WEIGHT, _fts_match(terms), team_id, team_id, *params, *bound, LEXICAL_RANKED_MATCHES, limit],
+        )
+        rows = cursor.fetchall()
+    if not rows or rows[0][2] < LEXICAL_RANKED_MATCHES:
+        return [(int(item_id), float(score)) for item_id, score, _, _ in rows], None
+    return [(int(item_id), float(score)) for item_id, score, _, _ in rows], int(rows[0][3])
+
+
+def _sqlite_rare_terms(terms: Sequence[str], most: int) -> list[str]:
+    """The terms matching at most `most` items of the whole full-text table: all their matches
+    can be ranked. Counted from FTS5's doclists alone, and only up to `most` + 1."""
+    counts = " UNION ALL ".join(
+        f"SELECT %s, (SELECT count(*) FROM (SELECT 1 FROM {schema.FTS_TABLE} "  # noqa: S608
+        f"WHERE {schema.FTS_TABLE} MATCH %s LIMIT %s))"
+        for _ in terms
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [CONTEXT_WEIGHT, match, *params, limit])
-        return [(int(item_id), float(value)) for item_id, value in cursor.fetchall()]
+        cursor.execute(counts, [value for term in terms for value in (term, _fts_match([term]), most + 1)])
+        return [term for term, count in cursor.fetchall() if count <= most]
+
+
+def _fts_match(terms: Sequence[str]) -> str:
+    """An FTS5 query matching any of the terms (each quoted: a word never reads as an operator)."""
+    return " OR ".join(f'"{term}"' for term in terms)
 
 
 def _item_conditions(items: QuerySet[SearchItem]) -> tuple[str, list[Any]]:
@@ -217,15 +279,30 @@ def _item_conditions(items: QuerySet[SearchItem]) -> tuple[str, list[Any]]:
 
 
 def vector_engine_name() -> str:
-    return "pgvector" if schema.pgvector_installed() else "exact-cosine"
+    return "pgvector" if schema.pgvector_installed() else "faiss-ivf"
 
 
 def vector(filters: Filters, query_vector: np.ndarray, *, model: str, limit: int) -> list[tuple[int, float]]:
-    dimension = int(query_vector.shape[0])
-    items = candidates(filters).filter(embedding_model=model, embedding_dim=dimension, state=SearchItem.State.INDEXED)
     if schema.pgvector_installed():
-        return _pgvector(items, query_vector, dimension, limit)
-    return _exact_cosine(items, query_vector, dimension, limit)
+        dimension = int(query_vector.shape[0])
+        return _pgvector(_vectors(filters, model, dimension), query_vector, dimension, limit)
+    return in_process_vector(filters, query_vector, model=model, limit=limit)
+
+
+def _vectors(filters: Filters, model: str, dimension: int) -> QuerySet[SearchItem]:
+    """The filtered items that have a vector of this model and dimension."""
+    return candidates(filters).filter(embedding_model=model, embedding_dim=dimension, state=SearchItem.State.INDEXED)
+
+
+def in_process_vector(filters: Filters, query_vector: np.ndarray, *, model: str, limit: int) -> list[tuple[int, float]]:
+    """The vector engine of a database without pgvector (it reads only the item table, so tests
+    run it on one with pgvector too): the team's in-process index, else exact cosine."""
+    dimension = int(query_vector.shape[0])
+    items = _vectors(filters, model, dimension)
+    index = ann.open_index(ann.IndexKey(team_id=filters.team_id, model=model, dimension=dimension))
+    if index is None:  # a team too small for one (or its first build is under way)
+        return _exact_cosine(items, query_vector, dimension, limit)
+    return _approximate(items, index, query_vector, dimension, limit)
 
 
 # pgvector's HNSW candidate list (hnsw.ef_search). Recall@10 against exact cosine at the search
@@ -258,10 +335,52 @@ def _pgvector(
     return sorted(((item_id, 1.0 - float(d)) for item_id, d in rows), key=lambda row: -row[1])
 
 
+# The in-process index is asked for this many times the candidates wanted (at least
+# ANN_MIN_CANDIDATES): they are read back through the filters, which drop some, and re-scored
+# exactly, so the ones that rank first by exact cosine are kept. Recall@10 against exact at the
+# bench's 200k team: docs/recall.md.
+ANN_OVERSAMPLE = 4
+ANN_MIN_CANDIDATES = 100
+# When the filters leave fewer than twice the candidates wanted, the index is asked for 4x more,
+# up to this many; past it the filters pass so few of the team's vectors (a session, an agent, a
+# week) that comparing them all is cheaper and exact.
+ANN_MAX_CANDIDATES = 6400
+
+
+def _approximate(
+    items: QuerySet[SearchItem], index: ann.OpenIndex, query_vector: np.ndarray, dimension: int, limit: int
+) -> list[tuple[int, float]]:
+    """The index's nearest candidates and the vectors indexed after it (its tail), both read back
+    through the filters (which also drops deleted items) and scored by their stored vectors: a
+    re-embedded item is scored by its new vector, whatever the index holds for it."""
+    tail = dict(items.filter(indexed_at__gt=index.tail_after).values_list("id", "embedding"))
+    wanted = max(limit * ANN_OVERSAMPLE, ANN_MIN_CANDIDATES)
+    while True:
+        proposed = index.nearest(query_vector, min(wanted, index.size))
+        found = dict(items.filter(id__in=proposed).values_list("id", "embedding")) if proposed else {}
+        passed = len(found)
+        found.update(tail)
+        if len(found) >= 2 * limit:
+            break
+        # At the share of candidates the filters let through, how many would it take?
+        needed = 2 * limit * len(proposed) / max(passed, 1)
+        if wanted >= min(ANN_MAX_CANDIDATES, index.size) or needed > ANN_MAX_CANDIDATES:
+            return _exact_cosine(items, query_vector, dimension, limit)
+        wanted = max(wanted * 4, int(needed))
+    return _best(list(found.items()), query_vector, dimension, limit)
+
+
 def _exact_cosine(
     items: QuerySet[SearchItem], query_vector: np.ndarray, dimension: int, limit: int
 ) -> list[tuple[int, float]]:
-    rows = list(items.order_by("-occurred_at").values_list("id", "embedding")[: settings.SEARCH_EXACT_MAX_ITEMS])
+    """Every filtered vector compared: no vector is out of reach for being old."""
+    return _best(list(items.values_list("id", "embedding").iterator(chunk_size=5000)), query_vector, dimension, limit)
+
+
+def _best(
+    rows: list[tuple[int, bytes | memoryview | None]], query_vector: np.ndarray, dimension: int, limit: int
+) -> list[tuple[int, float]]:
+    """The `limit` rows most similar to the query by cosine (vectors are stored L2-normalised)."""
     if not rows:
         return []
     ids = np.fromiter((item_id for item_id, _ in rows), dtype=np.int64, count=len(rows))

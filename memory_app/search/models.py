@@ -87,6 +87,9 @@ class SearchItem(models.Model):
             models.Index(fields=["team", "kind", "occurred_at"], name="search_item_team_kind_time"),
             models.Index(fields=["team", "state"], condition=~Q(state="indexed"), name="search_item_backlog"),
             models.Index(fields=["session", "seq"], name="search_item_session_seq"),
+            # The vectors indexed since a team's in-process vector index was last brought up to
+            # date (its tail, scored exactly by every search: search/ann.py).
+            models.Index(fields=["team", "indexed_at"], name="search_item_team_indexed"),
         ]
 
     def __str__(self) -> str:

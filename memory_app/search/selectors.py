@@ -66,7 +66,7 @@ class HitExplain(TypedDict):
 class Hit:
     item: SearchItem
     scored: fusion.Scored
-    snippet: str
+    snippet: str  # set on the hits a search returns (search()), "" on the other candidates
 
     @property
     def source_id(self) -> str:
@@ -146,10 +146,18 @@ def search(*, filters: Filters, query: str, limit: int = 10) -> SearchResult:
     A time the query names ("in March 2023") is not matched as words or meaning: it becomes a
     feature of each candidate (said within that time or not), and the rest of the query is searched."""
     found = _find(filters, query, limit)
-    pending = SearchItem.objects.filter(team_id=filters.team_id, state=SearchItem.State.PENDING).count()
+    # The exclude repeats the backlog index's condition word for word: SQLite then counts from that
+    # partial index (~1 ms) instead of reading every item of the team (~700 ms at 200k items).
+    pending = (
+        SearchItem.objects.filter(team_id=filters.team_id, state=SearchItem.State.PENDING)
+        .exclude(state=SearchItem.State.INDEXED)
+        .count()
+    )
+    # Snippets for the hits returned only: a search weighs 4 candidates a result (~1 ms of regex each).
+    hits = [replace(hit, snippet=fusion.snippet(hit.item.text, found.context.terms)) for hit in _scored(found)[:limit]]
     return SearchResult(
         query=query,
-        hits=_scored(found)[:limit],
+        hits=hits,
         lexical_engine=engines.lexical_engine_name(),
         vector_engine=engines.vector_engine_name(),
         model=found.context.model,
@@ -292,14 +300,7 @@ def _scored(found: _Found) -> list[Hit]:
                 half_life_days=settings.SEARCH_RECENCY_HALF_LIFE_DAYS,
             )
         )
-    return [
-        Hit(
-            item=items[s.ranked.item_id],
-            scored=s,
-            snippet=fusion.snippet(items[s.ranked.item_id].text, context.terms),
-        )
-        for s in fusion.order(scored)
-    ]
+    return [Hit(item=items[s.ranked.item_id], scored=s, snippet="") for s in fusion.order(scored)]
 
 
 def _similarities(ranked: list[fusion.Ranked], context: _QueryContext) -> dict[int, float]:

@@ -31,7 +31,7 @@ from memory_app.compaction.models import CompactionRun
 from memory_app.conversations.models import Message, Session
 from memory_app.facts.models import Fact
 from memory_app.rounds.models import Attachment, SharedMemoryEntry
-from memory_app.search import documents, schema
+from memory_app.search import ann, documents, schema
 from memory_app.search.documents import Doc
 from memory_app.search.embeddings import get_embedder
 from memory_app.search.embeddings.base import EmbeddingBackend, EmbeddingPermanentError, EmbeddingTransientError
@@ -137,51 +137,86 @@ def index_docs(*, team_id: int, docs: Iterable[Doc], sources: Iterable[tuple[str
         by_source.setdefault((doc.kind, doc.source_key), {})[doc.chunk] = doc
     if not by_source:
         return 0
-    stale = 0
+    ordered = {key: [pieces[chunk] for chunk in sorted(pieces)] for key, pieces in by_source.items()}
     with transaction.atomic():
-        for (kind, source_key), pieces in by_source.items():
-            ordered = [pieces[chunk] for chunk in sorted(pieces)]
-            stale += _store_source(team_id=team_id, kind=kind, source_key=source_key, pieces=ordered)
+        stale = _store_sources(team_id=team_id, pieces_of=ordered)
     if stale and wake:
         index_request(team_id=team_id)
     return stale
 
 
-def _store_source(*, team_id: int, kind: str, source_key: str, pieces: Sequence[Doc]) -> int:
-    existing = {
-        item.chunk: item
-        for item in SearchItem.objects.filter(team_id=team_id, kind=kind, source_key=source_key).only(
-            "id", "chunk", "text_hash"
-        )
-    }
-    SearchItem.objects.filter(team_id=team_id, kind=kind, source_key=source_key, chunk__gte=len(pieces)).delete()
+# Sources whose stored pieces one query reads: a step's messages in one go, well within every
+# database's limit on bound parameters.
+SOURCES_PER_QUERY = 500
+
+
+def _store_sources(*, team_id: int, pieces_of: dict[tuple[str, str], list[Doc]]) -> int:
+    """Write each source's pieces in a few statements for all of them (not three per source: an
+    index run turns a hundred messages a step into items). Returns how many need embedding."""
+    existing = _stored_pieces(team_id=team_id, sources=list(pieces_of))
+    surplus = [
+        item_id
+        for key, pieces in pieces_of.items()
+        for chunk, (item_id, _) in existing.get(key, {}).items()
+        if chunk >= len(pieces)
+    ]
+    if surplus:
+        SearchItem.objects.filter(pk__in=surplus).delete()
     created: list[SearchItem] = []
+    changed: list[tuple[int, dict[str, Any]]] = []  # (item id, the fields it gets)
     stale = 0
-    for doc in pieces:
-        fields = _item_fields(doc)
-        item = existing.get(doc.chunk)
-        if item is None:
-            created.append(
-                SearchItem(
-                    team_id=team_id,
-                    kind=kind,
-                    source_key=source_key,
-                    chunk=doc.chunk,
-                    text=doc.text,
-                    text_hash=doc.text_hash,
-                    **fields,
+    for (kind, source_key), pieces in pieces_of.items():
+        stored = existing.get((kind, source_key), {})
+        for doc in pieces:
+            fields = _item_fields(doc)
+            if doc.chunk not in stored:
+                created.append(
+                    SearchItem(
+                        team_id=team_id,
+                        kind=kind,
+                        source_key=source_key,
+                        chunk=doc.chunk,
+                        text=doc.text,
+                        text_hash=doc.text_hash,
+                        **fields,
+                    )
                 )
-            )
-            stale += 1
-        elif item.text_hash != doc.text_hash:
-            SearchItem.objects.filter(pk=item.pk).update(
-                text=doc.text, text_hash=doc.text_hash, state=State.PENDING, error="", **fields
-            )
-            stale += 1
-        else:
-            SearchItem.objects.filter(pk=item.pk).update(**fields)
-    SearchItem.objects.bulk_create(created)
-    return stale
+                continue
+            item_id, text_hash = stored[doc.chunk]
+            if text_hash != doc.text_hash:  # a new text: embedded again
+                fields.update(text=doc.text, text_hash=doc.text_hash, state=State.PENDING, error="")
+                stale += 1
+            changed.append((item_id, fields))
+    _update_in_bulk(changed)
+    SearchItem.objects.bulk_create(created, batch_size=SOURCES_PER_QUERY)
+    return stale + len(created)
+
+
+def _stored_pieces(
+    *, team_id: int, sources: list[tuple[str, str]]
+) -> dict[tuple[str, str], dict[int, tuple[int, str]]]:
+    """(kind, source_key) -> chunk -> (item id, text hash) of what is stored for these sources."""
+    stored: dict[tuple[str, str], dict[int, tuple[int, str]]] = {}
+    wanted = set(sources)
+    for start in range(0, len(sources), SOURCES_PER_QUERY):
+        part = sources[start : start + SOURCES_PER_QUERY]
+        rows = SearchItem.objects.filter(
+            team_id=team_id, kind__in={kind for kind, _ in part}, source_key__in={key for _, key in part}
+        ).values_list("id", "kind", "source_key", "chunk", "text_hash")
+        for item_id, kind, source_key, chunk, text_hash in rows:
+            if (kind, source_key) in wanted:  # another kind may share a source key
+                stored.setdefault((kind, source_key), {})[chunk] = (item_id, text_hash)
+    return stored
+
+
+def _update_in_bulk(changes: list[tuple[int, dict[str, Any]]]) -> None:
+    """UPDATE stored items, one statement per set of fields (a piece's links vary by kind: a field
+    it does not carry is left as it is)."""
+    by_fields: dict[tuple[str, ...], list[SearchItem]] = {}
+    for item_id, fields in changes:
+        by_fields.setdefault(tuple(sorted(fields)), []).append(SearchItem(pk=item_id, **fields))
+    for names, items in by_fields.items():
+        SearchItem.objects.bulk_update(items, list(names), batch_size=SOURCES_PER_QUERY)
 
 
 def index_forget(*, team_id: int, kind: str, source_keys: Iterable[str]) -> int:
@@ -234,18 +269,22 @@ def index_message_edit(*, message: Message) -> int:
     """An edited message (and its text attachments) is indexed again if it was indexed before;
     otherwise the job will read it when it reaches its seq. The message after it is indexed again
     too: the edited one is the turn it answers (its context)."""
-    indexed_through, team_id = (
-        Session.objects.filter(pk=message.session_id).values_list("search_indexed_seq", "team_id").get()
-    )
-    if message.seq > indexed_through:
+    session = Session.objects.only("search_indexed_seq", "team_id", "metadata").get(pk=message.session_id)
+    if message.seq > session.search_indexed_seq:
         return 0
     pairs = [(message, _message_before(message))]
     following = _message_after(message)
-    if following is not None and following.seq <= indexed_through:
+    if following is not None and following.seq <= session.search_indexed_seq:
         pairs.append((following, message))
+    # The session's agent, as the index run gives it: an unnamed turn's speaker stays the same.
+    agent = session.agent_name
     return index_docs(
-        team_id=team_id,
-        docs=[doc for current, previous in pairs for doc in documents.message_docs(current, previous=previous)],
+        team_id=session.team_id,
+        docs=[
+            doc
+            for current, previous in pairs
+            for doc in documents.message_docs(current, agent=agent, previous=previous)
+        ],
         sources=[(SearchKind.MESSAGE, str(current.pk)) for current, _ in pairs],
     )
 
@@ -303,6 +342,7 @@ def search_index_execute(*, run_id: str) -> str:
         return jobs.retry_or_fail(
             JOB, run, error=str(exc), retry_after=exc.retry_after, started=started, fields=_counts(progress)
         )
+    more = _maintain_vector_index(run, embedder, until=until) or more
     jobs.complete(
         JOB,
         run,
@@ -315,6 +355,20 @@ def search_index_execute(*, run_id: str) -> str:
     if more or _has_backlog(run.team_id):
         index_request(team_id=run.team_id)
     return "done"
+
+
+def _maintain_vector_index(run: IndexRun, embedder: EmbeddingBackend, *, until: float) -> bool:
+    """Without pgvector: build or refresh the team's in-process vector index when it is due, within
+    the run's slice (at least one step, so a long backlog cannot hold it off); `manage.py reindex`
+    rebuilds it. Returns whether it has work left (a follow-up run takes it)."""
+    if schema.pgvector_installed() or not embedder.dimension:
+        return False
+    key = ann.IndexKey(team_id=run.team_id, model=embedder.model, dimension=embedder.dimension)
+    try:
+        return ann.maintain(key=key, until=until, rebuild=run.trigger == IndexRun.Trigger.REINDEX)
+    except OSError as exc:  # a full or read-only disk: searches stay exact, indexing goes on
+        log.warning("search index of team %s not written: %s", run.team_id, exc)
+        return False
 
 
 def _counts(progress: Progress) -> dict[str, int]:

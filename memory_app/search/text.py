@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-# A message is indexed in pieces of about this many characters (~250 tokens: the offline models
-# read at most 256), cut at whitespace, each overlapping the previous one a little so a phrase
-# across a cut is still found whole in one piece.
+# A message is indexed in pieces of about this many characters (~230 tokens of agent text), cut at
+# whitespace, each overlapping the previous one a little so a phrase across a cut is still found
+# whole in one piece. The offline model embeds a piece's first 128 tokens (~400-500 characters);
+# the whole piece is matched by words. Smaller pieces would embed every word at 1.9x the items and
+# 1.7x the model time per token (bench/README.md, "Indexing throughput and lag").
 CHUNK_CHARS = 1000
 CHUNK_OVERLAP = 120
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
@@ -14,6 +15,7 @@ from rest_framework.response import Response
 
 from memory_app.api.base import TeamScopedView, query_params
 from memory_app.conversations import selectors
+from memory_app.conversations.serializers import RecalledMemorySerializer
 from memory_app.usage import selectors as usage_selectors
 
 
@@ -142,3 +144,83 @@ class UsageView(TeamScopedView):
                 "budget": {**budget.__dict__, "remaining": budget.remaining},
             }
         )
+
+
+# --- GET /contexts/{context_id}/: a served context replayed ------------------------------------
+
+
+class ContextParamsSerializer(serializers.Serializer):
+    last = serializers.IntegerField(allow_null=True)
+    max_tokens = serializers.IntegerField(allow_null=True)
+    recall = serializers.CharField(allow_null=True)
+    recall_k = serializers.IntegerField(allow_null=True)
+    recall_kinds = serializers.ListField(child=serializers.CharField(), allow_null=True)
+
+
+class ServedPartSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["system", "recall", "instruction", "summary", "message", "borrowed"])
+    seq = serializers.IntegerField(allow_null=True, help_text="The stored message it is (None: not a stored one).")
+    token_count = serializers.IntegerField()
+    truncated = serializers.BooleanField(help_text="A tool output shortened by tool truncation.")
+
+
+class ReplaySummarySerializer(serializers.Serializer):
+    run_id = serializers.UUIDField()
+    covered_to_seq = serializers.IntegerField(allow_null=True)
+    messages = serializers.ListField(child=serializers.DictField())
+
+
+class ReplayedMemorySerializer(RecalledMemorySerializer):
+    """A recalled memory as the context served it, with its text then."""
+
+    text = serializers.CharField(help_text="The memory's text when it was recalled (its first 4000 characters).")
+
+
+class ReplayRecallSerializer(serializers.Serializer):
+    query = serializers.CharField()
+    automatic = serializers.BooleanField()
+    token_count = serializers.IntegerField()
+    memories = ReplayedMemorySerializer(many=True)
+
+
+class BreakdownSerializer(serializers.Serializer):
+    system = serializers.IntegerField()
+    summary = serializers.IntegerField()
+    recall = serializers.IntegerField()
+    window = serializers.IntegerField()
+    priming = serializers.IntegerField()
+
+
+class ContextReplaySerializer(serializers.Serializer):
+    context_id = serializers.UUIDField()
+    session_id = serializers.UUIDField()
+    served_at = serializers.DateTimeField()
+    agent = serializers.CharField()
+    params = ContextParamsSerializer(help_text="What the context read asked for (null: the default).")
+    messages = serializers.ListField(
+        child=serializers.DictField(), help_text="Exactly the `messages` of the answer it replays."
+    )
+    parts = ServedPartSerializer(many=True, help_text="Where each message comes from, in the same order.")
+    token_count = serializers.IntegerField()
+    raw_tokens = serializers.IntegerField(help_text="The system prompt and every stored message when it was served.")
+    breakdown = BreakdownSerializer(allow_null=True, help_text="token_count by part.")
+    summary = ReplaySummarySerializer(allow_null=True, help_text="The compaction summary it started from.")
+    recall = ReplayRecallSerializer(allow_null=True, help_text="The memories recall put in it, with their text.")
+    previous_context_id = serializers.UUIDField(allow_null=True)
+    next_context_id = serializers.UUIDField(allow_null=True)
+
+
+class ContextReplayView(TeamScopedView):
+    @extend_schema(
+        operation_id="contexts_retrieve",
+        responses=ContextReplaySerializer,
+        description="One served context (the `context_id` of a GET .../context/ answer) exactly as it was served: "
+        "its messages as sent, even after later appends, edits, compactions or reverts; the read's parameters; "
+        "the recalled memories with their text and scores; the summary it started from; its tokens by part. "
+        "Kept MEMSITE_CONTEXT_RECORD_DAYS days. Asked for within a few seconds of the read, it may answer 404 "
+        "`not_recorded_yet` with Retry-After: its batch is not written yet.",
+    )
+    def get(self, request: Request, context_id: uuid.UUID) -> Response:
+        record = usage_selectors.context_record_get(team=self.team, context_id=context_id)
+        neighbours = usage_selectors.context_record_neighbours(record)
+        return Response(usage_selectors.context_replay(record, neighbours))

@@ -13,6 +13,11 @@ SIGKILL loses the rows it held (at most one interval's). The ledger is accountin
 acknowledged data; messages are never written this way. Rows of a session deleted before they
 were written are dropped, so a deletion still leaves no trace. With the interval at 0 (the
 tests), every row is written in its request.
+
+A row may come with its `ContextRecord` (the replay of what was served), written in the same
+transaction. Its id is chosen when the context is served, so the answer can name it before the
+batch is written: `holds` tells the replay read that this process has it still, and `flush`
+then writes it. The record's payload is compressed when it is saved, in the flusher thread.
 """
 
 from __future__ import annotations
@@ -27,31 +32,46 @@ from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connections, transaction
 
 from memory_app.conversations.models import Session
-from memory_app.usage.models import ContextServe
+from memory_app.usage.models import ContextRecord, ContextServe
 
 log = logging.getLogger(__name__)
 BATCH_ROWS = 200
 # Rows kept for the next attempt when the database refuses a batch (an outage); beyond that
 # the oldest go, so an outage cannot grow a web process without bound.
 MAX_HELD_ROWS = 20_000
+# A replay record holds a whole context (tens of kB uncompressed, not ~100 bytes): through an
+# outage only the newest this many keep theirs; older rows are still written, without replay.
+MAX_HELD_RECORDS = 1_000
+
+Held = tuple[ContextServe, ContextRecord | None]
 
 _lock = threading.Lock()
-_rows: list[ContextServe] = []
+_rows: list[Held] = []
 _flusher: threading.Thread | None = None
 
 
-def record(row: ContextServe) -> None:
-    """Keep one unsaved row for the next batch (or save it now when batching is off)."""
+def record(row: ContextServe, replay: ContextRecord | None = None) -> None:
+    """Keep one unsaved row (and its replay record) for the next batch, or save them now when
+    batching is off."""
     interval = settings.CONTEXT_LEDGER_FLUSH_SECONDS
     if interval <= 0:
-        row.save()  # the session was read in this request: nothing to check
+        with transaction.atomic():
+            row.save()  # the session was read in this request: nothing to check
+            if replay is not None:
+                replay.save(force_insert=True)
         return
     with _lock:
-        _rows.append(row)
+        _rows.append((row, replay))
         full = len(_rows) >= BATCH_ROWS
         _start_flusher()
     if full:
         flush()
+
+
+def holds(context_id: object) -> bool:
+    """Whether this process holds the served context `context_id`, not written yet."""
+    with _lock:
+        return any(row.context_id == context_id for row, _ in _rows)
 
 
 def flush() -> int:
@@ -71,7 +91,16 @@ def flush() -> int:
         with _lock:
             _rows[:0] = rows
             del _rows[: max(0, len(_rows) - MAX_HELD_ROWS)]
+            _drop_old_records()
         return 0
+
+
+def _drop_old_records() -> None:
+    """Keep the replay records of the newest MAX_HELD_RECORDS held rows only (caller holds the lock)."""
+    for index in range(max(0, len(_rows) - MAX_HELD_RECORDS)):
+        row, replay = _rows[index]
+        if replay is not None:
+            _rows[index] = (row, None)
 
 
 def pending() -> int:
@@ -79,7 +108,7 @@ def pending() -> int:
         return len(_rows)
 
 
-def _write(rows: list[ContextServe]) -> int:
+def _write(rows: list[Held]) -> int:
     try:
         return _insert_live(rows)
     except IntegrityError:
@@ -88,12 +117,14 @@ def _write(rows: list[ContextServe]) -> int:
         return _insert_live(rows)
 
 
-def _insert_live(rows: list[ContextServe]) -> int:
+def _insert_live(rows: list[Held]) -> int:
     """Insert the rows whose session still exists: a deleted session must not get one back."""
-    live = set(Session.objects.filter(pk__in={row.session_id for row in rows}).values_list("pk", flat=True))
-    kept = [row for row in rows if row.session_id in live]
+    live = set(Session.objects.filter(pk__in={row.session_id for row, _ in rows}).values_list("pk", flat=True))
+    kept = [(row, replay) for row, replay in rows if row.session_id in live]
     with transaction.atomic():
-        ContextServe.objects.bulk_create(kept)
+        ContextServe.objects.bulk_create([row for row, _ in kept])
+        # After their ledger rows: a record's key is its row's context_id.
+        ContextRecord.objects.bulk_create([replay for _, replay in kept if replay is not None])
     return len(kept)
 
 

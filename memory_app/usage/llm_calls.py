@@ -10,8 +10,10 @@ of a team. The offline extractive backend costs nothing, so it is never refused.
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any, Protocol
 
+from django.conf import settings
 from django.utils import timezone
 
 from memory_app.conversations.models import Session
@@ -28,8 +30,8 @@ from memory_app.llm.base import (
 from memory_app.tenancy.models import Team
 from memory_app.usage import context_ledger
 from memory_app.usage import selectors as usage_selectors
-from memory_app.usage.models import ContextServe, LLMCall
-from memory_client.vocabulary.wire import RecalledMemory
+from memory_app.usage.models import ContextRecord, ContextServe, LLMCall, new_context_id
+from memory_client.vocabulary.wire import ContextRecordBody, RecalledMemory
 
 
 class ServedParts(Protocol):
@@ -128,10 +130,21 @@ def context_served_record(
     recall_query: str = "",
     recalled: list[RecalledMemory] | None = None,
     parts: ServedParts | None = None,
-) -> None:
+    replay: ContextRecordBody | None = None,
+) -> uuid.UUID:
     """Ledger row for one context served: what the raw history would have cost beside what was
     sent, and what the sent tokens were made of (`parts`: the served context's breakdown).
-    Written in batches (memory_app/context_ledger.py): a context read is every agent turn."""
+    With `replay`, the record that replays it, kept MEMSITE_CONTEXT_RECORD_DAYS (0: none).
+    Written in batches (memory_app/context_ledger.py): a context read is every agent turn.
+    Returns the context's id, which the answer names before its batch is written."""
+    served_at = timezone.now()
+    context_id = new_context_id()
+    record = None
+    if replay is not None and settings.CONTEXT_RECORD_DAYS > 0:
+        # By key, not by the unsaved row: the row gets its pk only when its batch is written.
+        record = ContextRecord(
+            serve_id=context_id, team_id=session.team_id, session_id=session.pk, created_at=served_at, body=replay
+        )
     context_ledger.record(
         ContextServe(
             team_id=session.team_id,
@@ -141,14 +154,17 @@ def context_served_record(
             served_tokens=served_tokens,
             recall_query=recall_query[:1000],
             recalled=recalled or [],
-            created_at=timezone.now(),
+            created_at=served_at,
+            context_id=context_id,
             system_tokens=parts.system if parts else None,
             summary_tokens=parts.summary if parts else None,
             recall_tokens=parts.recall if parts else None,
             window_tokens=parts.window if parts else None,
             priming_tokens=parts.priming if parts else None,
-        )
+        ),
+        record,
     )
+    return context_id
 
 
 __all__ = [

@@ -7,22 +7,29 @@ JavaScript): two bars per day, spent and saved, on one scale.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, cast
 
 from django import forms
 from django.apps import apps
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 
 from memory_app.conversations import selectors
 from memory_app.conversations.models import Session
 from memory_app.dashboard.decorators import get_or_404, team_page
+from memory_app.dashboard.message_content import CompactMessage, compact_message
 from memory_app.tenancy.models import Team
 from memory_app.usage import selectors as usage_selectors
+from memory_app.usage.models import ContextRecord
 from memory_app.usage.selectors import DailyUsage, UsageFilter
+from memory_client.vocabulary.messages import LLMMessage, content_text
+from memory_client.vocabulary.wire import ServedPartInfo
 
 TOP_SESSIONS = 8
 CHART_WIDTH, CHART_HEIGHT, CHART_PAD = 760, 220, 34
@@ -163,12 +170,105 @@ def usage_page(request: HttpRequest, *, team: Team, teams: list[Team]) -> HttpRe
     )
 
 
+DIFF_PREVIEW_CHARS = 160
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    status: str  # added | dropped | changed
+    kind: str
+    seq: int | None
+    role: str
+    before: str  # the message's text, shortened ("" when it has none on this side)
+    after: str
+
+
+@dataclass(frozen=True)
+class DiffView:
+    rows: list[DiffRow]  # only what differs
+    added: int
+    dropped: int
+    changed: int
+    same: int
+
+
+@dataclass(frozen=True)
+class ServedMessages:
+    """A replay record's messages for the page, each as the active-context pane shows one."""
+
+    messages: list[CompactMessage]
+    diff: DiffView | None  # against the session's next served context
+    next_context_id: uuid.UUID | None
+    previous_context_id: uuid.UUID | None
+
+
+def _message_view(message: LLMMessage, part: ServedPartInfo, session_url: str) -> CompactMessage:
+    view = compact_message(message, on_page=set(), seq=part["seq"], tokens=part["token_count"], kind=part["kind"])
+    # The raw message is on the session page, not this one.
+    seq = part["seq"]
+    href = f"{session_url}?after={seq - 1}#m{seq}" if seq is not None else ""
+    return replace(view, href=href, truncated=part["truncated"])
+
+
+def _preview(message: LLMMessage | None) -> str:
+    if message is None:
+        return ""
+    text = " ".join(content_text(message.get("content")).split())
+    if not text and message.get("tool_calls"):
+        text = "calls " + ", ".join(str(call.get("function", {}).get("name")) for call in message["tool_calls"])
+    return text if len(text) <= DIFF_PREVIEW_CHARS else text[: DIFF_PREVIEW_CHARS - 1] + "…"
+
+
+def _diff_view(diff: usage_selectors.ContextDiff) -> DiffView:
+    rows = [
+        DiffRow(line.status, line.kind, line.seq, line.role, _preview(line.before), _preview(line.after))
+        for line in diff.lines
+        if line.status != "same"
+    ]
+    return DiffView(rows, len(diff.added), len(diff.dropped), len(diff.changed), diff.same)
+
+
+def _served_messages(record: ContextRecord, session: Session, team: Team) -> ServedMessages:
+    session_url = reverse("dashboard:session", args=[session.pk])
+    body = record.body
+    neighbours = usage_selectors.context_record_neighbours(record)
+    following = usage_selectors.context_record_body(team=team, context_id=neighbours.next) if neighbours.next else None
+    return ServedMessages(
+        messages=[
+            _message_view(message, part, session_url)
+            for message, part in zip(body["messages"], body["parts"], strict=True)
+        ],
+        diff=_diff_view(usage_selectors.context_diff(body, following)) if following else None,
+        next_context_id=neighbours.next,
+        previous_context_id=neighbours.previous,
+    )
+
+
 @team_page
 def served_context_page(request: HttpRequest, serve_id: int, *, team: Team, teams: list[Team]) -> HttpResponse:
-    """One served context: what it held, part by part, as the ledger stored it when it was served."""
+    """One served context: what it held, part by part, and (while its replay record is kept) its
+    messages exactly as served, with what the session's next served context changed."""
     serve = get_or_404(usage_selectors.served_context_get, team=team, serve_id=serve_id)
+    record = usage_selectors.context_record_of(serve)
     return render(
         request,
         "memory_app/served_context.html",
-        {"team": team, "teams": teams, "item": usage_selectors.served_breakdown(serve), "session": serve.session},
+        {
+            "team": team,
+            "teams": teams,
+            "item": usage_selectors.served_breakdown(serve),
+            "session": serve.session,
+            "record": record,
+            "served": _served_messages(record, serve.session, team) if record is not None else None,
+            "record_days": settings.CONTEXT_RECORD_DAYS,
+        },
     )
+
+
+@team_page
+def served_context_by_id_page(
+    request: HttpRequest, context_id: uuid.UUID, *, team: Team, teams: list[Team]
+) -> HttpResponse:
+    """The page of the served context an API answer named by its `context_id`."""
+    serve = get_or_404(usage_selectors.served_context_by_context_id, team=team, context_id=context_id)
+    return redirect("dashboard:served_context", serve_id=serve.pk)

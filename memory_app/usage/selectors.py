@@ -8,6 +8,8 @@ own LLM requests. Every aggregate is one GROUP BY query per ledger.
 
 from __future__ import annotations
 
+import math
+import uuid
 from dataclasses import dataclass, field, fields
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -19,8 +21,11 @@ from django.utils import timezone
 
 from memory_app.conversations.models import Session
 from memory_app.tenancy.models import Team
-from memory_app.usage.models import ContextServe, LLMCall
-from memsite.errors import NotFound
+from memory_app.usage import context_ledger
+from memory_app.usage.models import ContextRecord, ContextServe, LLMCall, context_id_time
+from memory_client.vocabulary.messages import LLMMessage
+from memory_client.vocabulary.wire import ContextBreakdownBody, ContextRecordBody, ContextReplay, ServedPartInfo
+from memsite.errors import NotFound, NotRecordedYet
 
 GROUPS = ("session", "agent", "purpose")
 # The periods the usage page offers, by the value its query string carries.
@@ -283,9 +288,204 @@ def served_contexts(*, session: Session, limit: int) -> list[ServedBreakdown]:
     return [served_breakdown(serve) for serve in rows[:limit]]
 
 
+def served_context_by_context_id(*, team: Team, context_id: uuid.UUID) -> ContextServe:
+    """The team's ledger row of the served context an answer named (NotFound otherwise)."""
+    serve = ContextServe.objects.filter(team=team, context_id=context_id).first()
+    if serve is None and context_ledger.holds(context_id):
+        context_ledger.flush()
+        serve = ContextServe.objects.filter(team=team, context_id=context_id).first()
+    if serve is None:
+        raise NotFound("Served context not found.")
+    return serve
+
+
 def served_context_get(*, team: Team, serve_id: int) -> ContextServe:
     """One served context of the team (another team's is NotFound, as a missing one)."""
     try:
         return ContextServe.objects.select_related("session").get(team=team, pk=serve_id)
     except ContextServe.DoesNotExist as exc:
         raise NotFound("Served context not found.") from exc
+
+
+# --- served contexts replayed: what exactly the model saw --------------------------------------
+
+# How long after its id was made a served context may still sit in its process's batch: the
+# flush interval, plus a margin for a slow batch.
+UNWRITTEN_GRACE_SECONDS = 5.0
+SUMMARY_KINDS = ("summary", "instruction")
+
+
+def _record(team: Team, context_id: uuid.UUID) -> ContextRecord | None:
+    return ContextRecord.objects.select_related("serve").filter(team=team, serve__context_id=context_id).first()
+
+
+def context_record_get(*, team: Team, context_id: uuid.UUID) -> ContextRecord:
+    """The team's replay record of one served context.
+
+    Another team's id, an unknown one and one past MEMSITE_CONTEXT_RECORD_DAYS are NotFound
+    alike. An id made so recently that its batch may not be written yet is NotRecordedYet
+    (also a 404, with Retry-After), whoever's it is: the answer says nothing of other teams.
+    """
+    record = _record(team, context_id)
+    if record is None and context_ledger.holds(context_id):
+        context_ledger.flush()  # served by this process: its batch is written now
+        record = _record(team, context_id)
+    if record is not None:
+        return record
+    interval = settings.CONTEXT_LEDGER_FLUSH_SECONDS
+    made = context_id_time(context_id)
+    if (
+        interval > 0
+        and made is not None
+        and timezone.now() - made < timedelta(seconds=interval + UNWRITTEN_GRACE_SECONDS)
+    ):
+        raise NotRecordedYet(
+            "Served context not recorded yet: its batch is written within seconds; ask again.",
+            retry_after=max(math.ceil(interval), 1),
+        )
+    raise NotFound(f"Served context not found (context records are kept {settings.CONTEXT_RECORD_DAYS} days).")
+
+
+def context_record_of(serve: ContextServe) -> ContextRecord | None:
+    """The replay record of a ledger row, if it was kept and not yet purged."""
+    if serve.context_id is None:
+        return None
+    return ContextRecord.objects.filter(serve__context_id=serve.context_id, team_id=serve.team_id).first()
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """The ids of the session's served contexts just before and after one (that still have records)."""
+
+    previous: uuid.UUID | None
+    next: uuid.UUID | None
+
+
+def context_record_neighbours(record: ContextRecord) -> Neighbours:
+    """Two index reads of ids only: a neighbour's payload is not read (nor decompressed)."""
+    same_session = ContextRecord.objects.filter(session_id=record.session_id, team_id=record.team_id)
+    later = Q(created_at__gt=record.created_at) | Q(created_at=record.created_at, serve_id__gt=record.serve_id)
+    earlier = Q(created_at__lt=record.created_at) | Q(created_at=record.created_at, serve_id__lt=record.serve_id)
+    ids = same_session.values_list("serve__context_id", flat=True)
+    return Neighbours(
+        previous=ids.filter(earlier).order_by("-created_at", "-serve_id").first(),
+        next=ids.filter(later).order_by("created_at", "serve_id").first(),
+    )
+
+
+def context_record_body(*, team: Team, context_id: uuid.UUID) -> ContextRecordBody | None:
+    """Only the payload of a served context's record (None when it has none)."""
+    return ContextRecord.objects.filter(team=team, serve__context_id=context_id).values_list("body", flat=True).first()
+
+
+def _breakdown(serve: ContextServe) -> ContextBreakdownBody | None:
+    if not serve.has_parts:
+        return None
+    return {
+        "system": serve.system_tokens or 0,
+        "summary": serve.summary_tokens or 0,
+        "recall": serve.recall_tokens or 0,
+        "window": serve.window_tokens or 0,
+        "priming": serve.priming_tokens or 0,
+    }
+
+
+def context_replay(record: ContextRecord, neighbours: Neighbours) -> ContextReplay:
+    """The replay as the API sends it: the stored payload beside its ledger row's figures."""
+    body: ContextRecordBody = record.body
+    serve = record.serve
+    summary = body.get("summary")
+    return {
+        "context_id": str(record.pk),
+        "session_id": str(record.session_id),
+        "served_at": serve.created_at.isoformat(),
+        "agent": serve.agent,
+        "params": body["params"],
+        "messages": body["messages"],
+        "parts": body["parts"],
+        "token_count": serve.served_tokens,
+        "raw_tokens": serve.raw_tokens,
+        "breakdown": _breakdown(serve),
+        "summary": None
+        if not summary
+        else {
+            "run_id": summary["run_id"],
+            "covered_to_seq": summary["covered_to_seq"],
+            "messages": [
+                message
+                for message, part in zip(body["messages"], body["parts"], strict=True)
+                if part["kind"] in SUMMARY_KINDS
+            ],
+        },
+        "recall": body["recall"],
+        "previous_context_id": str(neighbours.previous) if neighbours.previous else None,
+        "next_context_id": str(neighbours.next) if neighbours.next else None,
+    }
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    """One message of two served contexts: in the later one only, the earlier one only, or both."""
+
+    status: str  # added | dropped | changed | same
+    kind: str
+    seq: int | None
+    role: str
+    before: LLMMessage | None
+    after: LLMMessage | None
+
+
+@dataclass(frozen=True)
+class ContextDiff:
+    lines: list[DiffLine]
+
+    def of(self, status: str) -> list[DiffLine]:
+        return [line for line in self.lines if line.status == status]
+
+    @property
+    def added(self) -> list[DiffLine]:
+        return self.of("added")
+
+    @property
+    def dropped(self) -> list[DiffLine]:
+        return self.of("dropped")
+
+    @property
+    def changed(self) -> list[DiffLine]:
+        return self.of("changed")
+
+    @property
+    def same(self) -> int:
+        return len(self.of("same"))
+
+
+def _keyed(body: ContextRecordBody) -> dict[tuple[str, int], tuple[ServedPartInfo, LLMMessage]]:
+    """Messages by identity: a stored message by its seq; the system prompt, the recalled
+    memories and the summary by their kind and place among their kind."""
+    keyed: dict[tuple[str, int], tuple[ServedPartInfo, LLMMessage]] = {}
+    seen: dict[str, int] = {}
+    for part, message in zip(body["parts"], body["messages"], strict=True):
+        if part["seq"] is not None and part["kind"] in ("message", "borrowed"):
+            key = ("message", part["seq"])
+        else:
+            seen[part["kind"]] = seen.get(part["kind"], -1) + 1
+            key = (part["kind"], seen[part["kind"]])
+        keyed[key] = (part, message)
+    return keyed
+
+
+def context_diff(before: ContextRecordBody, after: ContextRecordBody) -> ContextDiff:
+    """What changed from one served context to the next: in the later context's order, each
+    dropped message after the ones it had."""
+    old, new = _keyed(before), _keyed(after)
+    lines: list[DiffLine] = []
+    for key, (part, message) in new.items():
+        if key not in old:
+            lines.append(DiffLine("added", part["kind"], part["seq"], str(message.get("role", "")), None, message))
+            continue
+        status = "same" if old[key][1] == message else "changed"
+        lines.append(DiffLine(status, part["kind"], part["seq"], str(message.get("role", "")), old[key][1], message))
+    for key, (part, message) in old.items():
+        if key not in new:
+            lines.append(DiffLine("dropped", part["kind"], part["seq"], str(message.get("role", "")), message, None))
+    return ContextDiff(lines)

@@ -41,8 +41,10 @@ from agents.items import TResponseInputItem
 from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 
 from memory_client.adapters._sessions import MAX_LAST, NamedSession
+from memory_client.replay import replay_context
 from memory_client.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT, HttpApi
 from memory_client.vocabulary.messages import content_text, to_openai_message
+from memory_client.vocabulary.wire import ContextReplay
 
 ITEMS_KEY = "responses_items"  # where a message's `meta` keeps the items it stands for, verbatim
 _INPUT_ROLES = {"user": "user", "system": "system", "developer": "system"}
@@ -309,6 +311,8 @@ class MemsiteSession:
         )
         # pop_item reads, then changes the newest message: one at a time per session object.
         self._write_lock = threading.Lock()
+        # The context_id of the latest managed context get_items served (None before one).
+        self.last_context_id: str | None = None
 
     @property
     def memsite_session_id(self) -> str | None:
@@ -317,6 +321,13 @@ class MemsiteSession:
 
     def close(self) -> None:
         self._api.close()
+
+    def replay_context(self, context_id: str | None = None) -> ContextReplay:
+        """A served context exactly as it was served (default: the latest managed context)."""
+        wanted = context_id or self.last_context_id
+        if wanted is None:
+            raise ValueError("No context served yet: get_items with context='managed' names one.")
+        return replay_context(self._api, wanted)
 
     # --- the protocol ---------------------------------------------------------------------------
 
@@ -355,7 +366,11 @@ class MemsiteSession:
         return items[-last:] if last is not None else items
 
     def _managed_items(self, session_id: str, limit: int | None) -> list[Item]:
-        served = self._api.get(self._session.path(session_id) + "context/")["messages"]
+        answer = self._api.get(self._session.path(session_id) + "context/")
+        # The items are the Agents SDK's own type, with no room for an id: the id of what was
+        # served is kept on the session, for GET /contexts/{id}/ (the replay).
+        self.last_context_id = answer.get("context_id")
+        served = answer["messages"]
         rows = self._session.rows(session_id, last=min(len(served), MAX_LAST)) if served else []
         items = context_items(served, rows)
         if limit is not None and limit > 0:

@@ -31,7 +31,7 @@ class Command(BaseCommand):
         if schema.install_pgvector():
             self.stdout.write("Vector engine: pgvector.")
         else:
-            self.stdout.write("Vector engine: exact cosine (the database has no pgvector).")
+            self.stdout.write("Vector engine: in-process IVF index (no pgvector), rebuilt by the index runs.")
         counts = search.search_reindex(team_id=team_id, kind=options.get("kind"))
         self.stdout.write(
             f"Queued {counts['teams']} team(s): {counts['stale']} piece(s) changed, "

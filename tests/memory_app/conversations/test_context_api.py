@@ -44,7 +44,7 @@ def test_it_puts_the_system_prompt_first_and_uses_only_openai_keys(api, session_
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": "yo"},
     ]
-    assert set(body) == {"messages", "token_count"}
+    assert set(body) == {"context_id", "messages", "token_count"}
 
 
 def test_images_become_image_url_parts_with_data_urls(api, session_id):

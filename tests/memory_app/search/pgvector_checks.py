@@ -75,12 +75,13 @@ def test_reindex_embeds_again_what_was_indexed_before_pgvector_was_enabled(api, 
 
 def test_without_pgvector_postgresql_searches_by_exact_cosine(api, tenant):
     # The server offers pgvector, but this database's role may not create it: the migration left
-    # the exact-cosine engine, and enabling it again fails without spoiling the transaction.
+    # the in-process engine (exact cosine for a team this small), and enabling it again fails
+    # without spoiling the transaction.
     assert connection.vendor == "postgresql"
     assert schema.pgvector_available()
     assert not schema.install_pgvector()
     assert not schema.pgvector_installed()
-    assert engines.vector_engine_name() == "exact-cosine"
+    assert engines.vector_engine_name() == "faiss-ivf"
     session = new_session(tenant)
     say(session, user("relocating the kestrels"), user("an unrelated note about taxes"))
     run_index(tenant.team.pk)

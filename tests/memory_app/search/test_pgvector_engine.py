@@ -1,8 +1,8 @@
 """Both vector engines of PostgreSQL, each in a process of its own on the machine's server: the
 indexing and search tests run again on a database where the migration enabled pgvector (HNSW), and
-on one whose role may not create the extension (exact cosine), with pgvector_checks.py's checks
-that only mean something there. The search tests check the engine themselves when
-MEMSITE_EXPECT_PGVECTOR is "1".
+on one whose role may not create the extension (the in-process index of test_ann.py, exact cosine
+for small teams), with pgvector_checks.py's checks that only mean something there. The search
+tests check the engine themselves when MEMSITE_EXPECT_PGVECTOR is "1".
 
 They run in CI's PostgreSQL leg (marker `pgvector`), whose own database gets pgvector too, since
 the server has it (docs/testing.md).
@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[3]
 # Node ids relative to ROOT, the child's working directory: --deselect matches them as pytest writes them.
 HERE = "tests/memory_app/search"
 SEARCH_TESTS = (f"{HERE}/test_search_api.py", f"{HERE}/test_indexing.py")
+ANN_TESTS = f"{HERE}/test_ann.py"  # the in-process vector index, end to end where it serves
 CHECKS = f"{HERE}/pgvector_checks.py"
 WITHOUT_PGVECTOR_CHECK = f"{CHECKS}::test_without_pgvector_postgresql_searches_by_exact_cosine"
 # Variables of the caller's environment that would point the run at another database or broker.
@@ -62,4 +63,4 @@ def test_indexing_and_search_pass_on_postgresql_without_pgvector(
     no_pgvector_database_url: str,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    run_tests(no_pgvector_database_url, tmp_path / "var", False, *SEARCH_TESTS, WITHOUT_PGVECTOR_CHECK)
+    run_tests(no_pgvector_database_url, tmp_path / "var", False, *SEARCH_TESTS, ANN_TESTS, WITHOUT_PGVECTOR_CHECK)

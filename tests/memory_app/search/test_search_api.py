@@ -331,7 +331,7 @@ def test_it_reports_the_engines_it_used(api, tenant):
     body = search(api, "otter")
 
     lexical = "postgres-fts" if connection.vendor == "postgresql" else "sqlite-fts5"
-    vector = "pgvector" if schema.pgvector_installed() else "exact-cosine"
+    vector = "pgvector" if schema.pgvector_installed() else "faiss-ivf"
     assert body["engines"] == {"lexical": lexical, "vector": vector, "model": FakeEmbeddings.model, "vector_error": ""}
     if os.environ.get("MEMSITE_EXPECT_PGVECTOR") == "1":  # set by test_pgvector_engine on its pgvector server
         assert body["engines"]["vector"] == "pgvector"

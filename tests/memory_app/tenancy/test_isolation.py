@@ -31,6 +31,7 @@ SCOPED_ROUTES: dict[str, tuple[str, ...]] = {
     "message-detail": ("get", "patch", "delete"),
     "session-reset": ("post",),
     "session-context": ("get",),
+    "context-replay": ("get",),
     "session-export": ("get",),
     "session-compact": ("post",),
     "compaction-list": ("get",),
@@ -90,9 +91,10 @@ COLLECTION_ROUTES = {
 
 
 def fill(route: str, ids: tuple[str, ...]) -> str:
-    session_id, message_id, run_id, fact_id, extraction_id, exp_id, selection_id, webhook_id, delivery_id = ids
+    session_id, message_id, run_id, fact_id, extraction_id, exp_id, selection_id, webhook_id, delivery_id = ids[:9]
     return "/" + (
         route.replace("<uuid:session_id>", session_id)
+        .replace("<uuid:context_id>", ids[9])  # the victim's served context
         .replace("<str:agent>", "developer")  # the victim's agent memory
         .replace("<str:attempt_id>", "attempt-001")
         .replace("<slug:exp_id>", exp_id)
@@ -147,8 +149,9 @@ def victim(tenant):
     delivery = WebhookDelivery.objects.create(
         team=tenant.team, webhook=webhook, kind="compaction_completed", payload={"data": "secret"}, status="failed"
     )
+    served = tenant.client.get(f"/api/v1/sessions/{session_id}/context/").json()
     ids = (session_id, message["message_id"], str(run.pk), fact["id"], str(extraction.pk))
-    return (*ids, experience.exp_id, str(log.pk), str(webhook.pk), str(delivery.pk))
+    return (*ids, experience.exp_id, str(log.pk), str(webhook.pk), str(delivery.pk), served["context_id"])
 
 
 def test_every_api_route_is_covered():
@@ -268,7 +271,8 @@ def test_usage_of_another_team_is_never_counted(victim, other_tenant, tenant):
     attacker = other_tenant.client
     assert attacker.get("/api/v1/usage/").json()["totals"]["contexts_served"] == 0
     assert attacker.get("/api/v1/usage/", {"session": victim[0]}).status_code == 404
-    assert tenant.client.get("/api/v1/usage/").json()["totals"]["contexts_served"] == 1
+    # the victim fixture read its context once too
+    assert tenant.client.get("/api/v1/usage/").json()["totals"]["contexts_served"] == 2
 
 
 def test_attempts_of_another_team_are_never_listed(victim, other_tenant, tenant):

@@ -168,6 +168,7 @@ def test_the_served_context_page_takes_a_fixed_number_of_queries(
     read_context(api, session, recall="hotel")
     serve = ContextServe.objects.get(session=session)
 
-    # session + user, teams (2 with the auth lookup: 3); the served context with its session (1)
-    with django_assert_num_queries(4):
+    # session + user, teams (2 with the auth lookup: 3); the served context with its session (1);
+    # its replay record (1); the ids of the session's previous and next records (2)
+    with django_assert_num_queries(7):
         member.get(reverse("dashboard:served_context", args=[serve.pk]))

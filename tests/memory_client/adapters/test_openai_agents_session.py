@@ -299,3 +299,21 @@ def test_managed_context_after_a_compaction_is_the_summary_and_the_newest_items_
     # A limit that would cut the tool output from its call drops the orphan output.
     assert asyncio.run(managed.get_items(limit=2)) == [newest[-1]]
     assert asyncio.run(managed.get_items(limit=3)) == newest[-3:]
+
+
+def test_a_managed_read_names_its_served_context_and_replays_it_after_more_items(session):
+    memory = session("replayed", memory_type="managed_conversation", memory_config=MANAGED)
+    asyncio.run(memory.add_items([{"role": "user", "content": "Weather in Bergen?"}]))
+    managed = session("replayed", context="managed")
+    assert managed.last_context_id is None
+
+    items = asyncio.run(managed.get_items())
+    served_id = managed.last_context_id
+    asyncio.run(memory.add_items([{"role": "assistant", "content": "Rain, as always."}]))
+
+    assert items == [{"role": "user", "content": "Weather in Bergen?"}]
+    replay = managed.replay_context()
+    assert replay["context_id"] == served_id
+    assert replay["messages"] == [{"role": "user", "content": "Weather in Bergen?"}]  # not the later item
+    asyncio.run(managed.get_items())
+    assert managed.last_context_id != served_id
