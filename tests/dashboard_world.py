@@ -63,6 +63,19 @@ class World:
         }
 
 
+def _serve_a_context(team: Team, session: Session) -> None:
+    """An agent reads the managed session's context through the API: its usage row and the
+    record that replays it (the served-context page)."""
+    from rest_framework.test import APIClient
+
+    from memory_app.tenancy import services as tenancy
+
+    _, raw = tenancy.api_key_create(team=team, name="world-agent")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    assert client.get(f"/api/v1/sessions/{session.pk}/context/").status_code == 200
+
+
 def _coding_turn(turn: int, image: str) -> list[dict[str, Any]]:
     call_id = f"call_{turn}"
     user: dict[str, Any] = {"role": "user", "content": f"Step {turn}: make the login tests pass."}
@@ -184,6 +197,7 @@ def build_world() -> World:
     agents = build_agents_world(team)
     exp_ids = _experiences(team)
     _webhooks(team, managed)
+    _serve_a_context(team, managed)
     return World(
         team=team,
         coding=coding,

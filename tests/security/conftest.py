@@ -88,6 +88,8 @@ def world(tenant: Tenant, settings) -> World:
         "fact_id": fact["id"],
         "extraction_id": str(extraction.pk),
         "selection_id": str(log.pk),
+        # A context served by the API: its id names it to the replay endpoint.
+        "context_id": api.get(f"/api/v1/sessions/{session_id}/context/").json()["context_id"],
     }
     return World(ids=ids, clients=clients)
 

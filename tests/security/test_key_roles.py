@@ -46,7 +46,7 @@ for _name in (
     "conversation-export", "session-scratch", "experience-list", "experience-export", "experience-config",
     "experience-detail", "experience-revisions", "experience-selection-list", "experience-selection-detail",
     "experience-selection-download", "usage", "event-stream", "webhook-list", "webhook-detail",
-    "webhook-delivery-list", "agent-memory-attempt-detail", "agent-memory-context",
+    "webhook-delivery-list", "agent-memory-attempt-detail", "agent-memory-context", "context-replay",
 ):  # fmt: skip
     role(_name, "get", READ)
 role("experience-diff", "get", READ, {"a": 1, "b": 1})

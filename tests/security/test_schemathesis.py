@@ -283,7 +283,9 @@ def populate(tenant: Tenant, canary: str) -> Populated:
     )
     assert selection["log_id"], selection
     deliveries = _ok(api.get(f"/api/v1/webhooks/{webhook['id']}/deliveries/"), 200)
+    served = _ok(api.get(f"{base}/context/"), 200)  # a context the agent was served: its replay holds the canary
     ids = {
+        "context_id": served["context_id"],
         "webhook_id": webhook["id"],
         "delivery_id": deliveries["results"][0]["id"],
         "session_id": sid,

@@ -29,7 +29,7 @@ from memory_app.compaction import services as compaction
 from memory_app.compaction.models import CompactionRun
 from memory_app.conversations.models import Message
 from memory_app.facts.models import Fact, FactExtractionRun
-from memory_app.models import Webhook, WebhookDelivery
+from memory_app.models import ContextServe, Webhook, WebhookDelivery
 from memory_app.rounds.models import Round
 from memory_app.tenancy.models import ApiKey
 from tests.conftest import Tenant, make_tenant
@@ -128,6 +128,13 @@ def _path_values(session_id: str) -> dict[str, str]:
         "selection_id": str(SelectionLog.objects.filter(session_id=session_id).first().pk),
         "webhook_id": str(Webhook.objects.get().pk),
         "delivery_id": str(WebhookDelivery.objects.get().pk),
+        # The newest context served in the world (its replay holds the messages as sent).
+        "context_id": str(
+            ContextServe.objects.filter(session_id=session_id)
+            .order_by("-created_at")
+            .values_list("context_id", flat=True)
+            .first()
+        ),
     }
 
 

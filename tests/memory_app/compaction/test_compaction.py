@@ -78,9 +78,13 @@ def wait_for_llm_call(llm_server, count: int = 1) -> None:
 
 
 def context(api, session_id, **params):
+    """What an agent's context read receives, less the id that names this one read (a read
+    served twice is the same context under two ids)."""
     response = api.get(f"/api/v1/sessions/{session_id}/context/", params)
     assert response.status_code == 200, response.content
-    return response.json()
+    body = response.json()
+    assert body.pop("context_id")
+    return body
 
 
 def queued_run(session_id) -> CompactionRun:
