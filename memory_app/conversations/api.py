@@ -232,6 +232,7 @@ class ContextView(SessionScopedView):
             recalled=injected.memories() if injected else [],
             parts=served.breakdown,
             replay=_replay_body(served, query, injected),
+            window_kept_out=served.window_left_out,
         )
         compaction.compaction_request_on_read(session=session)
         body: ContextAnswer = {

@@ -102,6 +102,9 @@ class ServedContext:
     run: CompactionRun | None = None  # the compaction whose summary it starts from
     active_tokens: int = 0  # the active context this window was served from
     recall: InjectedMemory | None = None  # the memories recall put in it, if asked for
+    # Tokens of stored messages the window kept out (the default window, `last`, `max_tokens`):
+    # what the usage ledger names apart from what compaction saved.
+    window_left_out: int = 0
 
     @property
     def messages(self) -> list[LLMMessage]:
@@ -407,6 +410,27 @@ def _fit(items: Sequence[pipeline.Item], keep: list[int], room: int) -> list[int
     return fixed + packed
 
 
+def _window_left_out(
+    session: Session,
+    body: _Body,
+    planned: list[int],
+    keep: list[int],
+    parts: list[ContextPart],
+    *,
+    managed: bool,
+) -> int:
+    """Tokens of stored messages the window kept out of a context. Any other session's whole
+    saving is its window (its history less the messages served). A managed session's active
+    context is what compaction (summary, truncation, packing) left; the window is what `last`
+    and `max_tokens` took off that, counted as the processors count it."""
+    if not managed:
+        served = sum(part.token_count for part in parts if part.seq is not None)
+        return max(session.history_tokens - served, 0)
+    truncated = body.window.truncate
+    kept = set(keep)
+    return sum(pipeline.cost(body.items[index], index in truncated) for index in planned if index not in kept)
+
+
 def served_context(
     *,
     session: Session,
@@ -437,6 +461,7 @@ def served_context(
         body = _plain_body(session, last + LAST_REACH if last else settings.DEFAULT_CONTEXT_WINDOW)
     # A call whose results are not all stored yet is a turn in progress: no LLM accepts it.
     items, keep = body.items, pipeline.complete_turns(body.items, body.window.keep)
+    planned = keep
     if last is not None:
         keep = _last(items, keep, last)
     fixed = session.system_prompt_tokens + tokens.REPLY_PRIMING_TOKENS
@@ -453,11 +478,17 @@ def served_context(
         if borrowed is not None and max_tokens is not None:
             keep = _fit(items, keep, max_tokens - fixed - borrowed["token_count"])
     parts = _parts(session, body, keep, borrowed, config)
+    left_out = _window_left_out(session, body, planned, keep, parts, managed=config is not None)
     if recall is not None:
         recall = recall.without_window(session.pk, {part.seq for part in parts if part.seq is not None})
         parts.insert(1 if session.system_prompt else 0, ContextPart("recall", recall.message, recall.token_count))
     served = ServedContext(
-        parts=parts, stages=body.window.stages, run=run, active_tokens=session.active_tokens, recall=recall
+        parts=parts,
+        stages=body.window.stages,
+        run=run,
+        active_tokens=session.active_tokens,
+        recall=recall,
+        window_left_out=left_out,
     )
     if max_tokens is not None and served.token_count > max_tokens:
         # The caller's budget is a hard limit (an answer over it fails at the model). Only the

@@ -82,6 +82,14 @@ class FiguresSerializer(serializers.Serializer):
     raw_tokens = serializers.IntegerField(help_text="Tokens of the raw histories the served contexts stand for.")
     served_tokens = serializers.IntegerField(help_text="Tokens the served contexts held.")
     saved_tokens = serializers.IntegerField(help_text="raw - served, per context (never negative).")
+    window_kept_out_tokens = serializers.IntegerField(
+        help_text="Tokens of stored messages the window (the default window, `last`, `max_tokens`) kept out."
+    )
+    compaction_saved_tokens = serializers.IntegerField(
+        help_text="Tokens compaction kept out (summaries, tool truncation, packing). saved = window_kept_out + "
+        "compaction_saved - what the context adds (recalled memories, reply priming); contexts served before "
+        "the two were told apart count in saved only."
+    )
     net_tokens = serializers.IntegerField(help_text="saved - spent.")
 
 

@@ -131,9 +131,11 @@ def context_served_record(
     recalled: list[RecalledMemory] | None = None,
     parts: ServedParts | None = None,
     replay: ContextRecordBody | None = None,
+    window_kept_out: int | None = None,
 ) -> uuid.UUID:
     """Ledger row for one context served: what the raw history would have cost beside what was
-    sent, and what the sent tokens were made of (`parts`: the served context's breakdown).
+    sent, and what the sent tokens were made of (`parts`: the served context's breakdown);
+    `window_kept_out`: the stored messages' tokens the window left out.
     With `replay`, the record that replays it, kept MEMSITE_CONTEXT_RECORD_DAYS (0: none).
     Written in batches (memory_app/context_ledger.py): a context read is every agent turn.
     Returns the context's id, which the answer names before its batch is written."""
@@ -161,6 +163,7 @@ def context_served_record(
             recall_tokens=parts.recall if parts else None,
             window_tokens=parts.window if parts else None,
             priming_tokens=parts.priming if parts else None,
+            window_kept_out_tokens=window_kept_out,
         ),
         record,
     )

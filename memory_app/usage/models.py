@@ -86,6 +86,10 @@ class ContextServe(models.Model):
     recall_tokens = models.PositiveIntegerField(null=True, blank=True)  # the recalled-memories message
     window_tokens = models.PositiveIntegerField(null=True, blank=True)  # raw messages (a borrowed one too)
     priming_tokens = models.PositiveIntegerField(null=True, blank=True)  # the reply priming every request pays
+    # Tokens of stored messages the window (the default window, `last`, `max_tokens`) kept out;
+    # the rest of the saving is compaction's (usage/selectors.py, `_COMPACTION_SAVED`). Null on rows served
+    # before the two were told apart.
+    window_kept_out_tokens = models.PositiveBigIntegerField(null=True, blank=True)
     # When the context was served, not when its batch was written (memory_app/context_ledger.py).
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     # The id the /context/ answer carries, chosen when it is served (its batch is written later).

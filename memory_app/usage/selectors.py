@@ -3,7 +3,8 @@
 "Spent" is prompt + completion tokens of memsite's own LLM calls (summaries, fact extraction,
 experience selection). "Saved" is, per context served, the tokens of the raw history it
 stands for minus the tokens it holds: what compaction and windowing kept out of the agent's
-own LLM requests. Every aggregate is one GROUP BY query per ledger.
+own LLM requests, told apart as `window_kept_out_tokens` and `compaction_saved_tokens`.
+Every aggregate is one GROUP BY query per ledger.
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ class UsageFigures:
     raw_tokens: int = 0
     served_tokens: int = 0
     saved_tokens: int = 0
+    # The saving told apart (contexts served since the ledger kept both): stored messages the
+    # window kept out, and what compaction's summaries, truncation and packing kept out.
+    # saved = window + compaction - what the context adds (recalled memories, reply priming).
+    window_kept_out_tokens: int = 0
+    compaction_saved_tokens: int = 0
 
     @property
     def spent_tokens(self) -> int:
@@ -105,11 +111,30 @@ _LLM_AGGREGATES = {
 }
 # Per row, so a tiny context that costs more than its history (reply priming) saves 0, not less.
 _SAVED = Coalesce(Sum(Greatest(F("raw_tokens") - F("served_tokens"), Value(0))), 0)
+_SPLIT = Q(window_kept_out_tokens__isnull=False, window_tokens__isnull=False)
+# The raw history less the context's own messages (system prompt, summary, window) and what the
+# window kept out: what compaction kept out.
+_COMPACTION_SAVED = Coalesce(
+    Sum(
+        Greatest(
+            F("raw_tokens")
+            - F("system_tokens")
+            - F("summary_tokens")
+            - F("window_tokens")
+            - F("window_kept_out_tokens"),
+            Value(0),
+        ),
+        filter=_SPLIT,
+    ),
+    0,
+)
 _CONTEXT_AGGREGATES = {
     _PREFIX + "contexts_served": Count("id"),
     _PREFIX + "raw_tokens": Coalesce(Sum("raw_tokens"), 0),
     _PREFIX + "served_tokens": Coalesce(Sum("served_tokens"), 0),
     _PREFIX + "saved_tokens": _SAVED,
+    _PREFIX + "window_kept_out_tokens": Coalesce(Sum("window_kept_out_tokens", filter=_SPLIT), 0),
+    _PREFIX + "compaction_saved_tokens": _COMPACTION_SAVED,
 }
 
 

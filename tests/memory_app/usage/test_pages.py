@@ -109,6 +109,11 @@ def test_a_member_reads_the_token_economics_of_a_scripted_session(live_server, e
             expect(totals.locator(".stat-spent dd")).to_contain_text("4,699")  # 4200 + 310 + 180 + 9
             expect(totals.locator(".stat-net dd")).to_contain_text("+")
             expect(totals).to_contain_text("Contexts served")
+            # Whole contexts of a compacted session: its saving is compaction's, none the window's.
+            split = totals.locator("#saved-split")
+            expect(split).to_contain_text("window kept out 0")
+            expect(split).to_contain_text("compaction saved")
+            assert split.locator("strong").nth(1).inner_text() != "0"
             chart = page.locator("svg.usage-chart")
             expect(chart.locator("rect.bar.spent")).to_have_count(1)  # everything happened today
             expect(chart.locator("rect.bar.saved")).to_have_count(1)
@@ -124,6 +129,10 @@ def test_a_member_reads_the_token_economics_of_a_scripted_session(live_server, e
                 "0%"
             )
             page.screenshot(path=str(SCREENSHOT), full_page=True)
+            page.set_viewport_size({"width": 390, "height": 844})
+            expect(split).to_be_in_viewport(ratio=1)  # the split stays readable on a phone, not cut off
+            page.screenshot(path=str(SCREENSHOT.with_name("usage_page_phone.png")), full_page=True)
+            page.set_viewport_size({"width": 1360, "height": 1000})
 
             page.locator("#by-agent-table").get_by_role("link", name="helper").click()
             expect(page.locator(".scope-line")).to_contain_text("helper")

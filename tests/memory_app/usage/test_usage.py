@@ -156,6 +156,49 @@ def test_a_served_context_records_the_raw_history_it_stands_for(api, tenant, ses
     assert by_agent["writer"]["contexts_served"] == 1
 
 
+def test_a_plain_window_is_named_as_the_window_and_saves_nothing_by_compaction(api, session_id) -> None:
+    for turn in range(30):
+        api.post(
+            f"/api/v1/sessions/{session_id}/messages/",
+            {"role": "user" if turn % 2 == 0 else "assistant", "content": f"message number {turn} " * 10},
+            format="json",
+        )
+    history = services.Session.objects.get(pk=session_id)
+    served = api.get(f"/api/v1/sessions/{session_id}/context/").json()
+    window = sum(history.messages.order_by("-seq")[: len(served["messages"]) - 1].values_list("token_count", flat=True))
+
+    totals = usage(api)["totals"]
+    assert totals["compaction_saved_tokens"] == 0
+    assert totals["window_kept_out_tokens"] == history.history_tokens - window > 0
+    # The saving keeps its meaning: what the window kept out, less the reply priming it costs.
+    assert totals["saved_tokens"] == totals["raw_tokens"] - served["token_count"]
+    assert totals["saved_tokens"] == totals["window_kept_out_tokens"] + totals["compaction_saved_tokens"] - (
+        served["token_count"] - history.system_prompt_tokens - window
+    )
+
+
+def test_a_compacted_context_names_what_compaction_saved_apart_from_the_window(api, tenant, llm_server) -> None:
+    session = managed_session(tenant, turns=8)
+    llm_server.script(Reply(SUMMARY))
+    assert run_compaction(session) == "done"
+    session.refresh_from_db()
+
+    whole = api.get(f"/api/v1/sessions/{session.pk}/context/").json()
+    totals = usage(api)["totals"]
+    summarized = totals["raw_tokens"] - session.active_tokens
+    assert summarized > 0
+    assert (totals["compaction_saved_tokens"], totals["window_kept_out_tokens"]) == (summarized, 0)
+
+    api.get(f"/api/v1/sessions/{session.pk}/context/", {"last": 2})
+    shorter = usage(api)["totals"]
+    assert shorter["compaction_saved_tokens"] == 2 * summarized
+    assert shorter["window_kept_out_tokens"] > 0
+    assert shorter["saved_tokens"] - totals["saved_tokens"] > totals["saved_tokens"]
+    per_session = {g["key"]: g["figures"] for g in usage(api, group_by="session")["groups"]}[str(session.pk)]
+    assert per_session["window_kept_out_tokens"] == shorter["window_kept_out_tokens"]
+    assert whole["token_count"] > 0
+
+
 def test_history_tokens_follow_edits_deletes_and_resets(api, session_id) -> None:
     ids = [
         api.post(f"/api/v1/sessions/{session_id}/messages/", {"role": "user", "content": text}, format="json").json()[

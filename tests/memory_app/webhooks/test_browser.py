@@ -86,6 +86,10 @@ def test_the_delivery_log_fits_and_redelivering_keeps_the_filter(live_server, vi
             0 <= redeliver["x"]
             and redeliver["x"] + redeliver["width"] <= min(width, scroller["x"] + scroller["width"]) + 1
         )
+        # Every column of the row is in sight at once: a phone shows the delivery as a card.
+        for label in ("Created", "Status", "Event", "Webhook", "Tries", "HTTP", "Error"):
+            cell = box(page, f"{row} td[data-label='{label}']")
+            assert 0 <= cell["x"] and cell["x"] + min(cell["width"], 60) <= width + 1, label
         if viewport == DESKTOP:
             # The error reads as prose: a wide column and a compact row, not a letter per line.
             error = box(page, f"{row} .error-text")
