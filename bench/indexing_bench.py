@@ -360,6 +360,9 @@ def lag(workloads: dict[str, list[list[Message]]], env: dict[str, str], rate: fl
         watcher.join(timeout=30)
         worker.stop()
     lags = [entry.searchable_at - entry.sent_at for entry in sent if entry.searchable_at is not None]
+    for entry in sent:
+        if entry.searchable_at is None:  # named, so a miss can be looked into
+            log(f"lag: never found by its own word: {entry.marker} (message {entry.message_id})")
     half = len(sent) // 2
     first = [e.searchable_at - e.sent_at for e in sent[:half] if e.searchable_at is not None]
     second = [e.searchable_at - e.sent_at for e in sent[half:] if e.searchable_at is not None]

@@ -20,7 +20,10 @@ separate test set (docs/recall.md, bench/README.md):
 Rank fusion (RRF, the previous method) threw the scores away and kept the ranks: a turn the words
 rank 3rd with 90 % of the top score weighed like one with 10 %, and a short generic turn the model
 ranks 1st outranked both. The relevance is then weighted by kind and, gently, by recency (it orders
-near-ties; it must not reorder clear differences). Items no longer live (invalidated facts, archived
+near-ties; it must not reorder clear differences). An item whose own text holds every identifier
+the query names (a word of letters and digits: an error code, a ticket, a commit) comes before every
+item that does not: the embedding model reads such words as noise ("ERR4059" is as close to
+"ERR4012" as to itself), so their exact match is the only evidence. Items no longer live (invalidated facts, archived
 record entries, disabled experiences) come after every live one: they only appear when a search
 asks for them, and never outrank their replacement.
 """
@@ -75,6 +78,8 @@ STOPWORDS = frozenset(
     where which who whom why will with would you your about any know tell us show find""".split()
 )
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_HAS_DIGIT = re.compile(r"\d")
+_HAS_LETTER = re.compile(r"[^\W\d_]")
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,7 @@ class Features:
     substance: float  # min(content words, SUBSTANCE_WORDS) / SUBSTANCE_WORDS; 1.0 for distilled kinds
     speaker_named: bool  # the query names the item's speaker
     in_time: bool  # said within the time the query names
+    holds_identifiers: bool = False  # its own text holds every identifier the query names (ordered first)
 
     def inputs(self) -> dict[str, float]:
         """The model's inputs, by WEIGHTS' names. The word match counts in proportion to how much of
@@ -216,8 +222,25 @@ def score(
 
 
 def order(scored: Sequence[Scored]) -> list[Scored]:
-    """Live items first, then by fused score (ties: the item written last first)."""
-    return sorted(scored, key=lambda s: (not s.live, -s.fused_score, -s.ranked.item_id))
+    """Live items first, then those holding every identifier the query names, then by fused score
+    (ties: the item written last first)."""
+    return sorted(
+        scored, key=lambda s: (not s.live, not s.features.holds_identifiers, -s.fused_score, -s.ranked.item_id)
+    )
+
+
+def identifiers(terms: Sequence[str]) -> list[str]:
+    """The query words made of letters and digits both (error codes, tickets, commits, versioned
+    names): at least 3 characters, so "v2" or "3d" stay ordinary words."""
+    return [term for term in terms if len(term) >= 3 and _HAS_DIGIT.search(term) and _HAS_LETTER.search(term)]
+
+
+def holds_all(text: str, wanted: Sequence[str]) -> bool:
+    """Whether the text holds each of `wanted` as a whole word (case aside); False for none wanted."""
+    if not wanted:
+        return False
+    words = {word.lower() for word in _WORD.findall(text)}
+    return all(term in words for term in wanted)
 
 
 def _stem(term: str) -> str:

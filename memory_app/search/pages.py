@@ -86,6 +86,7 @@ def explain_view(explain: Mapping[str, Any]) -> dict[str, Any]:
         "substance": _number(explain.get("substance")),
         "speaker_named": bool(explain.get("speaker_named")),
         "in_time": bool(explain.get("in_time")),
+        "holds_identifiers": bool(explain.get("holds_identifiers")),
         "relevance": _number(explain.get("relevance"), 4),
         "recency_factor": _number(explain.get("recency_factor")),
         "kind_weight": _number(explain.get("kind_weight")),

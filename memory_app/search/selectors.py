@@ -55,6 +55,7 @@ class HitExplain(TypedDict):
     substance: float
     speaker_named: bool
     in_time: bool
+    holds_identifiers: bool
     relevance: float
     recency_factor: float
     kind_weight: float
@@ -103,6 +104,7 @@ class Hit:
             "substance": features.substance,
             "speaker_named": features.speaker_named,
             "in_time": features.in_time,
+            "holds_identifiers": features.holds_identifiers,
             "relevance": self.scored.relevance,
             "recency_factor": self.scored.recency_factor,
             "kind_weight": self.scored.kind_weight,
@@ -181,6 +183,10 @@ class _QueryContext:
     vector: np.ndarray | None
     model: str
     window: temporal.TimeWindow | None
+
+    @property
+    def identifiers(self) -> list[str]:
+        return fusion.identifiers(self.terms)
 
 
 @dataclass(frozen=True)
@@ -275,6 +281,7 @@ def _scored(found: _Found) -> list[Hit]:
     }
     best_coverage = max(coverage.values(), default=0.0)
     now = timezone.now()
+    identifiers = context.identifiers
     scored = []
     for r in ranked:
         item = items[r.item_id]
@@ -288,6 +295,7 @@ def _scored(found: _Found) -> list[Hit]:
             substance=fusion.substance(own_text, kind=item.kind),
             speaker_named=fusion.names_speaker(context.query, item.agent),
             in_time=context.window is not None and context.window.start <= item.occurred_at < context.window.end,
+            holds_identifiers=fusion.holds_all(own_text, identifiers),
         )
         scored.append(
             fusion.score(

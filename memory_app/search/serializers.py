@@ -70,6 +70,10 @@ class SearchExplainSerializer(serializers.Serializer):
     substance = serializers.FloatField(help_text="content words of raw conversation, up to 8, as a share (0-1)")
     speaker_named = serializers.BooleanField(help_text="the query names its speaker")
     in_time = serializers.BooleanField(help_text="said within the time the query names")
+    holds_identifiers = serializers.BooleanField(
+        help_text="its own text holds every identifier the query names (a word of letters and digits: an error "
+        "code, a ticket, a commit); such items come first"
+    )
     relevance = serializers.FloatField(help_text="the relevance model's figure from the above (0-1)")
     recency_factor = serializers.FloatField()
     kind_weight = serializers.FloatField()

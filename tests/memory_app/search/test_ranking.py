@@ -12,6 +12,7 @@ import pytest
 
 from memory_app.conversations import services
 from memory_app.conversations.models import Message, Session
+from memory_app.search import fusion
 from memory_app.search.embeddings import get_embedder
 from memory_app.search.engines import Filters
 from memory_app.search.models import SearchItem
@@ -74,6 +75,47 @@ def test_short_small_talk_found_by_meaning_does_not_push_out_a_strong_word_match
 
     assert hits[0].item.message_id == turns[-1].pk
     assert all(hit.explain()["substance"] < hits[0].explain()["substance"] for hit in hits[1:])
+
+
+def test_an_identifier_finds_the_turn_that_holds_it_first_however_alike_the_others_look(tenant: Tenant) -> None:
+    """Error codes, tickets, commits: letters and digits the embedding model reads as noise (every
+    "ERR4xxx" looks alike to it), so only the exact word can tell which turn holds one."""
+    others = [
+        ("Ana", f"Sorry I went quiet, we were moving house and the kids were sick. ERR{4000 + n}") for n in range(12)
+    ]
+    turns = conversation(tenant, *others, ("Ben", "Cool! What did you do there? ERR4059"))
+
+    for query in ("ERR4059", "what was ERR4059 about?"):
+        hits = ask(tenant, query, limit=3).hits
+
+        assert hits[0].item.message_id == turns[-1].pk, query
+        assert hits[0].explain()["holds_identifiers"] is True
+        assert not any(hit.explain()["holds_identifiers"] for hit in hits[1:])
+
+
+def test_identifiers_are_words_of_letters_and_digits_and_their_holder_is_ordered_first() -> None:
+    assert fusion.identifiers(["err4059", "v2", "2023", "kitten", "8e37d1d", "mp3"]) == ["err4059", "8e37d1d", "mp3"]
+    assert fusion.holds_all("Deploy failed: ERR4059 on staging", ["err4059"])
+    assert not fusion.holds_all("Deploy failed: ERR40591 on staging", ["err4059"])  # whole words only
+
+    def candidate(item_id: int, relevance: float, holds: bool) -> fusion.Scored:
+        features = fusion.Features(
+            lexical_share=1.0 if holds else 0.0,
+            coverage=1.0 if holds else 0.0,
+            best_coverage=1.0,
+            similarity=0.3 if holds else 0.8,
+            similarity_gap=-0.5 if holds else 0.0,
+            substance=0.25 if holds else 1.0,
+            speaker_named=False,
+            in_time=False,
+            holds_identifiers=holds,
+        )
+        ranked = fusion.Ranked(item_id, 1 if holds else None, 4.5 if holds else None, None if holds else 1, None)
+        return fusion.Scored(ranked, features, relevance, 1.0, 1.0, relevance, live=True)
+
+    # Found by meaning, a turn that looks like the identifier scores higher than the one holding it.
+    ordered = fusion.order([candidate(1, 0.0038, holds=False), candidate(2, 0.0018, holds=True)])
+    assert [scored.ranked.item_id for scored in ordered] == [2, 1]
 
 
 def test_a_question_naming_a_speaker_prefers_that_speakers_turn(tenant: Tenant) -> None:
