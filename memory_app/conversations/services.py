@@ -137,7 +137,10 @@ def session_delete(*, session: Session) -> None:
 @transaction.atomic
 def session_reset(*, session: Session) -> int:
     """Delete every message but keep the session and its system prompt; record the reset."""
-    deleted, _ = Message.objects.filter(session=session).delete()
+    # The count of messages alone: delete()'s total also counts the rows that went with them
+    # (their search index items).
+    _, deleted_by_model = Message.objects.filter(session=session).delete()
+    deleted = deleted_by_model.get(Message._meta.label, 0)
     # Summaries stood in for messages that no longer exist: they leave the context too.
     reverted = session.compaction_runs.filter(status=CompactionRun.Status.DONE).update(
         status=CompactionRun.Status.REVERTED, reverted_at=timezone.now()

@@ -279,8 +279,9 @@ def test_resetting_a_session_leaves_no_index_row(tenant):
     say(session, "the vault key is kept in quokka")
     run_index(tenant.team.pk)
 
-    services.session_reset(session=session)
+    deleted = services.session_reset(session=session)
 
+    assert deleted == 1  # the messages, not the index rows that went with them
     assert not SearchItem.objects.filter(session=session).exists()
     assert leaves_nothing("quokka")
 
