@@ -129,6 +129,8 @@ def session_delete(*, session: Session) -> None:
     and its archive, experience selection logs, usage ledger rows): a user's delete is the one
     place raw messages go, and nothing may survive holding their text. Webhook deliveries belong
     to the team's webhook, not the session, but their payloads describe the session's events."""
+    # The session's row lock first, as an index run takes it (see _lock_before_deleting_messages).
+    _lock_before_deleting_messages(session.pk)
     WebhookDelivery.objects.filter(event__session=session).delete()
     session.delete()
     transaction.on_commit(search.index_after_purge)
@@ -137,6 +139,7 @@ def session_delete(*, session: Session) -> None:
 @transaction.atomic
 def session_reset(*, session: Session) -> int:
     """Delete every message but keep the session and its system prompt; record the reset."""
+    _lock_before_deleting_messages(session.pk)
     # The count of messages alone: delete()'s total also counts the rows that went with them
     # (their search index items).
     _, deleted_by_model = Message.objects.filter(session=session).delete()
@@ -543,9 +546,17 @@ def message_update(*, message: Message, data: Mapping[str, Any]) -> Message:
 def message_delete(*, message: Message) -> None:
     """Delete one message and recount the session's tokens; takes the session's row lock."""
     session_id, seq = message.session_id, message.seq
+    _lock_before_deleting_messages(session_id)
     message.delete()
     _recount_active_tokens(session_id)
     search.index_after_message_delete(session_id=session_id, seq=seq)
+
+
+def _lock_before_deleting_messages(session_id: uuid.UUID) -> None:
+    """Take the session's row lock before deleting any of its messages. An index run locks the
+    session, then writes items that refer to its messages: a delete that locked the messages
+    first and the session second deadlocked with it on PostgreSQL."""
+    session_lock(session_id=session_id, fields=("id",))
 
 
 def _recount_active_tokens(session_id: uuid.UUID) -> None:

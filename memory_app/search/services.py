@@ -417,8 +417,12 @@ def _materialize_session(session: Session) -> int:
             docs.extend(documents.attachment_docs(attachment, message, agent=agent))
     with transaction.atomic():
         # Only if no other execution moved the cursor meanwhile (the sweeper's copy of this run).
+        # The update takes the session's row lock, which a message delete takes first too: the
+        # messages still here now stay until the items are written.
         if not Session.objects.filter(pk=session.pk, search_indexed_seq=cursor).update(search_indexed_seq=through):
             return 0
+        kept = set(Message.objects.filter(pk__in=[message.pk for message in messages]).values_list("pk", flat=True))
+        docs = [doc for doc in docs if doc.links.get("message_id") in kept]  # deleted since they were read
         index_docs(team_id=session.team_id, docs=docs, wake=False)
     return len(messages)
 
@@ -468,6 +472,9 @@ def _store_vectors(batch: list[tuple[int, str, str]], vectors: Sequence[Any], em
         schema.ensure_vector_index(embedder.dimension)
         _vector_indexes.add(embedder.dimension)
     with transaction.atomic():
+        _lock_sessions_of(
+            [item_id for (item_id, _, _), vector in zip(batch, vectors, strict=True) if vector is not None]
+        )
         for (item_id, _, text_hash), vector in zip(batch, vectors, strict=True):
             if vector is None:
                 continue
@@ -487,6 +494,15 @@ def _store_vectors(batch: list[tuple[int, str, str]], vectors: Sequence[Any], em
                         f"UPDATE {schema.TABLE} SET embedding_vec = %s::vector WHERE id = %s",  # noqa: S608
                         [_pgvector_literal(values), item_id],
                     )
+
+
+def _lock_sessions_of(item_ids: list[int]) -> None:
+    """Row-lock the sessions these items belong to, in one order, before writing the items. A
+    message delete locks its session, then deletes the message's items: a vector store that
+    locked items first and waited on one of them deadlocked with it on PostgreSQL. (SQLite has
+    one writer at a time: nothing to do.)"""
+    session_ids = SearchItem.objects.filter(pk__in=item_ids, session_id__isnull=False).values("session_id")
+    list(Session.objects.select_for_update(no_key=True).filter(pk__in=session_ids).order_by("pk").values_list("pk"))
 
 
 def _pgvector_literal(values: np.ndarray) -> str:
