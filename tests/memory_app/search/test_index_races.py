@@ -24,7 +24,7 @@ def index_all(team_id: int, outcomes: list[str]) -> None:
             if run is None:
                 return
             outcomes.append(search.search_index_execute(run_id=str(run.pk)))
-    except Exception as exc:  # noqa: BLE001 (the thread reports what it met)
+    except Exception as exc:  # the thread reports what it met
         outcomes.append(f"raised {exc!r}")
     finally:
         connection.close()
