@@ -10,6 +10,7 @@ METRICS_DIR := $(or $(PROMETHEUS_MULTIPROC_DIR),$(or $(MEMSITE_VAR_DIR),var)/pro
 # needs Python 3.12: it gets its own venv. PYTHON312 is found on PATH or in pyenv's versions.
 # axe-core, injected into the pages by the browser tests' accessibility check (package.json).
 NODE_STAMP := node_modules/.installed
+TS_STAMP := clients/typescript/node_modules/.installed
 MARSYS_VENV := var/marsys-venv
 MARSYS_STAMP := $(MARSYS_VENV)/.installed
 PYTHON312 ?= $(shell for p in python3.12 $(HOME)/.pyenv/versions/3.12*/bin/python3.12; do \
@@ -41,7 +42,13 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --silent
 	touch $(NODE_STAMP)
 
-test: $(STAMP) $(MARSYS_STAMP) $(NODE_STAMP)
+# The TypeScript client's build and test tools (typescript, and the frameworks its adapters are
+# tested with), from its own committed lock file.
+$(TS_STAMP): clients/typescript/package.json clients/typescript/package-lock.json
+	cd clients/typescript && npm ci --no-audit --no-fund --silent
+	touch $(TS_STAMP)
+
+test: $(STAMP) $(MARSYS_STAMP) $(NODE_STAMP) $(TS_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)

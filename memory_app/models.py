@@ -8,6 +8,7 @@ from memory_app.events.models import EventStreamLease, MemoryEvent
 from memory_app.facts.models import Fact, FactExtractionRun
 from memory_app.idempotency.models import IdempotencyRecord
 from memory_app.jobs.models import WorkerHeartbeat
+from memory_app.memory_files.models import MemoryFile, MemoryFileVersion
 from memory_app.rounds.models import Attachment, Round, ScratchEntry, SharedMemoryEntry
 from memory_app.search.models import IndexRun, SearchItem, SearchKind
 from memory_app.tenancy.models import ApiKey, Team, TeamMembership
@@ -31,6 +32,8 @@ __all__ = [
     "IndexRun",
     "LLMCall",
     "MemoryEvent",
+    "MemoryFile",
+    "MemoryFileVersion",
     "MemoryType",
     "Message",
     "Round",

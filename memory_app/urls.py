@@ -6,6 +6,7 @@ from memory_app.conversations import pages as views
 from memory_app.dashboard import decorators as dashboard
 from memory_app.events import pages as event_pages
 from memory_app.facts import pages as fact_pages
+from memory_app.memory_files import pages as memory_file_pages
 from memory_app.ops import pages as ops_pages
 from memory_app.rounds import pages as round_pages
 from memory_app.search import pages as search_pages
@@ -21,6 +22,11 @@ urlpatterns = [
     path("agents/", agent_pages.agent_list, name="agents"),
     # <path:>: an agent name from a message or a key may hold "/" (agent_pages.agent_url).
     path("agents/<path:agent>/", agent_pages.agent_detail, name="agent"),
+    path("memory-files/", memory_file_pages.memory_file_list, name="memory_files"),
+    path("memory-files/new/", memory_file_pages.memory_file_new, name="memory_file_new"),
+    path("memory-files/<int:file_id>/", memory_file_pages.memory_file_detail, name="memory_file"),
+    path("memory-files/<int:file_id>/edit/", memory_file_pages.memory_file_edit, name="memory_file_edit"),
+    path("memory-files/<int:file_id>/revert/", memory_file_pages.memory_file_revert, name="memory_file_revert"),
     path("sessions/<uuid:session_id>/rounds/", round_pages.session_rounds, name="session_rounds"),
     path("sessions/<uuid:session_id>/agents/<str:agent>/", round_pages.agent_memory, name="agent_memory"),
     path("sessions/<uuid:session_id>/compact/", compaction_pages.session_compact, name="session_compact"),

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS: dict[str, str] = {
     "ActiveContextPolicyConfig": "memory_client.config",
     "AgentCallMsg": "memory_client.messages",
+    "AgentConfigurationError": "memory_client.errors",
     "ApiError": "memory_client.errors",
     "Attachment": "memory_client.conversation",
     "AttachmentType": "memory_client.conversation",
@@ -34,6 +35,8 @@ _EXPORTS: dict[str, str] = {
     "Memory": "memory_client.rounds",
     "MemoryClientError": "memory_client.errors",
     "MemoryConfigError": "memory_client.errors",
+    "MemoryFileError": "memory_client.memory_files",
+    "MemoryFiles": "memory_client.memory_files",
     "MemoryManager": "memory_client.manager",
     "MemoryResetEvent": "memory_client.events",
     "Message": "memory_client.messages",
@@ -68,6 +71,7 @@ if TYPE_CHECKING:
     )
     from memory_client.conversation import Attachment, AttachmentType, Conversation, Post, Round, SharedMemoryEntry
     from memory_client.errors import (
+        AgentConfigurationError,
         ApiError,
         AuthenticationError,
         ConflictError,
@@ -84,6 +88,7 @@ if TYPE_CHECKING:
     from memory_client.managed import ManagedConversationMemory, RemoteManagedConversationMemory
     from memory_client.manager import MemoryManager
     from memory_client.memory import ConversationMemory, RemoteConversationMemory
+    from memory_client.memory_files import MemoryFileError, MemoryFiles
     from memory_client.messages import AgentCallMsg, Message, MessageContent, ToolCallMsg
     from memory_client.openai_format import to_llm_dict
     from memory_client.rounds import Memory
@@ -105,6 +110,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "ActiveContextPolicyConfig",
     "AgentCallMsg",
+    "AgentConfigurationError",
     "ApiError",
     "Attachment",
     "AttachmentType",
@@ -123,6 +129,8 @@ __all__ = [
     "Memory",
     "MemoryClientError",
     "MemoryConfigError",
+    "MemoryFileError",
+    "MemoryFiles",
     "MemoryManager",
     "MemoryResetEvent",
     "Message",

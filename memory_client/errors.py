@@ -1,4 +1,5 @@
-"""What the client raises: marsys's MessageError for misuse, ApiError for what the server refused."""
+"""What the client raises: marsys's MessageError for misuse and AgentConfigurationError for a bad setting,
+ApiError for what the server refused."""
 
 from __future__ import annotations
 
@@ -25,6 +26,22 @@ class MessageError(MemoryClientError):
         self.message = message
         self.fields = fields or {}
         self.context = context
+
+
+class AgentConfigurationError(MemoryClientError, ValueError):
+    """marsys's AgentConfigurationError (marsys.agents.exceptions): a memory built with a setting it
+    cannot take, e.g. an unknown `memory_type`. A ValueError too, as the client raised before.
+
+    `config_field` and `config_value` name the setting, as in marsys.
+    """
+
+    error_code = "AGENT_CONFIGURATION_ERROR"
+
+    def __init__(self, message: str, *, config_field: str | None = None, config_value: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.config_field = config_field
+        self.config_value = config_value
 
 
 class ApiError(MemoryClientError):

@@ -87,7 +87,8 @@ def _fact_entry(fact: Mapping[str, Any]) -> _Entry:
         subject=fact["subject"],
         predicate=fact["predicate"],
         object=fact["object"],
-        at=datetime.fromisoformat(fact["created_at"]),
+        # Its latest sighting: a fact stated again is recent again (created_at keeps the first).
+        at=datetime.fromisoformat(fact.get("last_seen_at") or fact["created_at"]),
     )
 
 
@@ -207,8 +208,9 @@ class RemoteKGMemory(SessionBound):
                 return
 
     def _facts(self, *, role: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-        """The session's live facts as the API shows them, newest first."""
-        return list(self._pages("facts/", {"session": self.session_id, "role": role}, limit))
+        """The session's live facts as the API shows them, most recently seen first."""
+        query = {"session": self.session_id, "role": role, "order": "last_seen"}
+        return list(self._pages("facts/", query, limit))
 
     def _messages(self, *, role: str | None = None, last: int | None = None) -> list[dict[str, Any]]:
         """The session's messages in seq order: the `last` N, or all of them."""

@@ -9,10 +9,12 @@ from typing import Any
 import httpx
 
 from memory_client.config import ManagedMemoryConfig
+from memory_client.errors import AgentConfigurationError
 from memory_client.events import EventSink
 from memory_client.kg import DEFAULT_EXTRACTION_TIMEOUT, RemoteKGMemory
 from memory_client.managed import DEFAULT_COMPACTION_TIMEOUT, RemoteManagedConversationMemory
 from memory_client.memory import RemoteConversationMemory
+from memory_client.memory_files import MemoryFiles
 from memory_client.transport import DEFAULT_RETRIES, DEFAULT_TIMEOUT
 
 
@@ -71,8 +73,10 @@ class MemoryManager:
         elif memory_type == "kg":
             self.memory_module = RemoteKGMemory(model, description, extraction_timeout=extraction_timeout, **where)
         else:
-            raise ValueError(
-                f"memory_type must be 'conversation_history', 'managed_conversation' or 'kg', got {memory_type!r}"
+            raise AgentConfigurationError(
+                f"Unknown memory_type: {memory_type} (one of 'conversation_history', 'managed_conversation', 'kg')",
+                config_field="memory_type",
+                config_value=memory_type,
             )
         self.memory_type = memory_type
 
@@ -128,6 +132,10 @@ class MemoryManager:
             limit=limit,
             explain=explain,
         )
+
+    def memory_files(self, agent: str | None = None) -> MemoryFiles:
+        """The team's memory files (an agent's, or the shared ones), over this manager's connection."""
+        return MemoryFiles(agent, api=self.memory_module._api)
 
     def retrieve_relevant(self, query: str, n: int = 5) -> list[dict[str, Any]]:
         """The memory's n entries most relevant to `query`, best first: messages of this session

@@ -374,6 +374,12 @@ AGENT_MEMORY_LONG_SESSION_SECONDS = env_int("MEMSITE_AGENT_MEMORY_LONG_SESSION_S
 AGENT_MEMORY_SMALL_MAX_BYTES = env_int("MEMSITE_AGENT_MEMORY_SMALL_MAX_BYTES", 50 * 1024, minimum=1024)
 AGENT_MEMORY_MEDIUM_MAX_BYTES = env_int("MEMSITE_AGENT_MEMORY_MEDIUM_MAX_BYTES", 100 * 1024, minimum=1024)
 
+# --- Memory files (the file-style memory tool): the largest file, the deepest path, and how many
+# live files one team may keep, so one agent cannot fill the database through its notes.
+MEMORY_FILE_MAX_BYTES = env_int("MEMSITE_MEMORY_FILE_MAX_BYTES", 256 * 1024, minimum=1024)
+MEMORY_FILE_MAX_DEPTH = env_int("MEMSITE_MEMORY_FILE_MAX_DEPTH", 8, minimum=1)
+MEMORY_FILE_MAX_FILES = env_int("MEMSITE_MEMORY_FILE_MAX_FILES", 10_000, minimum=1)
+
 # --- Live event feed: server-sent events and webhooks -----------------------------------------
 # A stream polls the events table this often, sends a heartbeat comment this often, and ends
 # after SSE_MAX_SECONDS with its resume cursor (the client reconnects with Last-Event-ID), so no

@@ -31,6 +31,7 @@ DATABASE_INDEPENDENT_MODULES = (
     "tests/memory_client/test_managed_context_against_marsys.py",
     "tests/memory_client/test_message_formats_against_marsys.py",
     "tests/memory_client/test_wheel.py",
+    "tests/memory_client/typescript/",
 )
 DATABASE_FIXTURES = frozenset({"db", "transactional_db", "live_server", "django_db_serialized_rollback"})
 

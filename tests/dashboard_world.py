@@ -22,6 +22,8 @@ from memory_app.events.models import MemoryEvent
 from memory_app.events.services import event_record
 from memory_app.facts import extraction
 from memory_app.facts.models import FactExtractionRun
+from memory_app.memory_files import services as memory_files
+from memory_app.memory_files.models import MemoryFile
 from memory_app.tenancy.models import Team
 from memory_app.webhooks import services as webhooks
 from tests.browser_kit import member
@@ -50,6 +52,7 @@ class World:
     compaction_runs: list[CompactionRun]
     agent: str
     exp_ids: list[str]
+    memory_file_id: int = 0  # a memory file with a few versions
 
     def kwargs(self) -> dict[str, str]:
         """Real values for every URL kwarg of the dashboard's pages."""
@@ -60,6 +63,7 @@ class World:
             "exp_id": self.exp_ids[0],
             "kind": "compaction",
             "job_id": str(self.compaction_runs[-1].pk),
+            "file_id": str(self.memory_file_id),
         }
 
 
@@ -187,6 +191,28 @@ def _webhooks(team: Team, session: Session) -> None:
         )
 
 
+def _memory_files(team: Team) -> int:
+    """A developer's notes edited twice and a shared runbook: the memory-file pages' rows and diff."""
+    developer = memory_files.Owner(team=team, agent="developer", author="developer")
+    path = "/memories/notes/auth-refactor.md"
+    for command in (
+        {"command": "create", "path": path, "file_text": "# Auth refactor\n- login uses md5\n- tests are slow\n"},
+        {"command": "str_replace", "path": path, "old_str": "md5", "new_str": "bcrypt (done)"},
+        {"command": "insert", "path": path, "insert_line": 3, "insert_text": "- next: rotate the session secret"},
+    ):
+        memory_files.memory_file_command(owner=developer, command=command)
+    shared = memory_files.Owner(team=team, agent="", author="key:world")
+    memory_files.memory_file_command(
+        owner=shared,
+        command={
+            "command": "create",
+            "path": "/memories/runbooks/deploy.md",
+            "file_text": "Two approvals, then ship.\n",
+        },
+    )
+    return MemoryFile.objects.get(team=team, path=path).pk
+
+
 def build_world() -> World:
     team, _ = member("demo", "ada", admin=True)
     other, _ = member("other-team", "bob", admin=True)
@@ -198,6 +224,7 @@ def build_world() -> World:
     exp_ids = _experiences(team)
     _webhooks(team, managed)
     _serve_a_context(team, managed)
+    memory_file_id = _memory_files(team)
     return World(
         team=team,
         coding=coding,
@@ -209,4 +236,5 @@ def build_world() -> World:
         compaction_runs=runs,
         agent="developer",
         exp_ids=exp_ids,
+        memory_file_id=memory_file_id,
     )

@@ -35,6 +35,7 @@ SAMPLE_KWARGS: dict[str, str] = {
     "delivery_id": "8def9167-a2c4-40d5-9b6c-7d8e9fabccc0",
     "serve_id": "1",  # a served context (the usage ledger's ContextServe)
     "context_id": "0190f5a2-7b3c-7d4e-8f5a-6b7c8d9e0f11",  # a served context, as its answer names it
+    "file_id": "1",  # a memory file (its dashboard page)
     # admin
     "object_id": "1",
     "content_type_id": "1",

@@ -5,8 +5,10 @@ from memory_app.compaction import api as compaction_api
 from memory_app.conversations import api as views
 from memory_app.events import api as events_api
 from memory_app.facts import api as fact_views
+from memory_app.memory_files import api as memory_file_views
 from memory_app.rounds import urls as round_urls
 from memory_app.search import api as search_api
+from memory_app.store import api as store_api
 from memory_app.usage import api as usage_views
 from memory_app.webhooks import api as webhooks_api
 
@@ -33,6 +35,7 @@ urlpatterns = [
         name="compaction-revert",
     ),
     path("search/", search_api.SearchView.as_view(), name="search"),
+    path("store/batch/", store_api.StoreBatchView.as_view(), name="store-batch"),
     path("events/", events_api.EventListView.as_view(), name="event-list"),
     path("usage/", usage_views.UsageView.as_view(), name="usage"),
     path("contexts/<uuid:context_id>/", usage_views.ContextReplayView.as_view(), name="context-replay"),
@@ -123,6 +126,11 @@ urlpatterns = [
         name="session-arbiter-summary",
     ),
     path("attempts/", agent_memory_views.AttemptListView.as_view(), name="attempt-list"),
+    # memory files: the file-style memory tool's six commands, history and revert
+    path("memory-files/", memory_file_views.MemoryFileListView.as_view(), name="memory-file-list"),
+    path("memory-files/command/", memory_file_views.MemoryFileCommandView.as_view(), name="memory-file-command"),
+    path("memory-files/versions/", memory_file_views.MemoryFileVersionsView.as_view(), name="memory-file-versions"),
+    path("memory-files/revert/", memory_file_views.MemoryFileRevertView.as_view(), name="memory-file-revert"),
 ]
 
 # rounds, posts, shared memory, conversation export/import (TaskWeaver-style), scratch memory

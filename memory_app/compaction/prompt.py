@@ -79,6 +79,27 @@ def collect_images(messages: list[dict[str, Any]]) -> list[ImageRef]:
     return [ImageRef(image_id=f"img_{index:04d}", url=url) for index, url in enumerate(urls)]
 
 
+def image_placeholder(image_id: str) -> ContentPart:
+    """What stands for an image in a message a summary keeps: its id, as the summarization
+    processor's compaction payload writes it (a retained image is served after the summary)."""
+    return {"type": "text", "text": f"[Image ID: {image_id}]"}
+
+
+def with_image_ids(message: LLMMessage, images: list[ImageRef]) -> LLMMessage:
+    """`message` (OpenAI format) with each image part replaced by its id's placeholder."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    url_to_id: dict[str, str] = {}
+    for ref in images:
+        url_to_id.setdefault(ref.url, ref.image_id)
+    parts = [
+        image_placeholder(url_to_id.get(part["image_url"]["url"], "?")) if part.get("type") == "image_url" else part
+        for part in content
+    ]
+    return {**message, "content": parts}
+
+
 def build_prompt(
     *,
     previous_summary: str | None,

@@ -412,14 +412,18 @@ def _summarize(run: CompactionRun, plan: Plan, config: memory_config.ManagedMemo
     instruction = _first_user(session.pk) if summarization.include_original_instruction else None
     if instruction is not None and instruction["seq"] > plan.through_seq:
         instruction = None
-    kept_urls = set(_image_urls(instruction)) if instruction else set()
-    images = [ref for ref in summary_prompt.collect_images(plan.prefix) if ref.url not in kept_urls]
+    covered = plan.prefix
+    if instruction is not None and _image_urls(instruction) and instruction["seq"] < covered[0]["seq"]:
+        # Summarised by an earlier run, the instruction is served again with this summary: its
+        # images are offered again, the oldest of all, like those of the messages it covers.
+        covered = [instruction, *covered]
+    images = summary_prompt.collect_images(covered)
     previous_text = _summary_text(plan.previous)
     budget = summary_budget(config)
     request = ChatRequest(
         messages=summary_prompt.build_prompt(
             previous_summary=previous_text,
-            transcript=summary_prompt.transcript_for_prompt(plan.prefix, images),
+            transcript=summary_prompt.transcript_for_prompt(covered, images),
             output_max_tokens=budget,
             images=images if summarization.include_image_payload_bytes else None,
         ),
@@ -427,7 +431,7 @@ def _summarize(run: CompactionRun, plan: Plan, config: memory_config.ManagedMemo
         max_tokens=budget,
         json_object=True,
         metadata={
-            "transcript": plan.prefix,
+            "transcript": covered,
             "previous_summary": previous_text,
             "image_ids": [ref.image_id for ref in images],
         },
@@ -453,15 +457,18 @@ def _summarize(run: CompactionRun, plan: Plan, config: memory_config.ManagedMemo
     if run.trigger == CompactionRun.Trigger.PAYLOAD_ERROR:
         max_images = 5 if max_images is None else max_images
         byte_budget = int(settings.LLM_PAYLOAD_LIMIT_BYTES * 0.5)
-    if max_images is not None:
-        # The instruction's images count toward the cap: it is served with the summary.
-        max_images = max(max_images - len(kept_urls), 0)
+    # The instruction's images are choices like any other (the cap keeps the newest first), so
+    # the kept instruction never holds the context over its threshold or over the cap.
     kept = summary_prompt.choose_images(data["keep_images"], images, max_count=max_images, byte_budget=byte_budget)
     summary = summary_prompt.summary_messages(data, kept, model=result.model)
     head: list[dict[str, Any]] = []
     if instruction is not None:
-        # Kept verbatim in front of the summary, counted like every part of the context.
-        head.append({**to_openai_message(instruction), "kind": "instruction", "seq": instruction["seq"]})
+        # Kept word for word in front of the summary, each image by its id, and counted like every
+        # part of the context: when even so it would not leave the summary room within the
+        # compaction target, the summary's account of the user's requests stands for it.
+        kept_instruction = summary_prompt.with_image_ids(to_openai_message(instruction), images)
+        if _count(kept_instruction) <= config.compaction_target_tokens - budget:
+            head.append({**kept_instruction, "kind": "instruction", "seq": instruction["seq"]})
     # Counted once here and stored, so building the context never re-tokenises a summary.
     messages = [dict(m, token_count=_count(to_openai_message(m))) for m in [*head, *summary]]
     return Summary(messages=messages, result=result, prose=prose)

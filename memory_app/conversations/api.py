@@ -221,7 +221,11 @@ class ContextView(SessionScopedView):
             session=session, query=query.get("recall"), k=query.get("recall_k"), kinds=query.get("recall_kinds")
         )
         served = context.served_context(
-            session=session, last=query.get("last"), max_tokens=query.get("max_tokens"), recall=wanted
+            session=session,
+            last=query.get("last"),
+            max_tokens=query.get("max_tokens"),
+            recall=wanted,
+            include_failure_rounds=query["include_failure_rounds"],
         )
         injected = served.recall if isinstance(served.recall, recall.Recall) else None
         context_id = llm_usage.context_served_record(

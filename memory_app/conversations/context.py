@@ -32,6 +32,7 @@ from memory_app.compaction.selectors import latest_done_run
 from memory_app.conversations import counting, tokens
 from memory_app.conversations.models import MemoryType, Message, Session
 from memory_app.conversations.selectors import CONTEXT_FIELDS, column, concrete_field, select_rows
+from memory_app.rounds.models import Round
 from memory_client.vocabulary.messages import LLMMessage, to_openai_message
 from memsite.errors import InvalidInput
 
@@ -127,13 +128,30 @@ class ServedContext:
 # --- reading message rows ----------------------------------------------------------------------
 
 
+def _no_failed_rounds(failure_rounds: bool) -> str:
+    """The condition leaving the posts of failed rounds out of a read of message rows (none with
+    `failure_rounds`): as the rounds model serves a role, a failed round is no part of what an
+    agent is served unless it asks for failure rounds."""
+    if failure_rounds:
+        return ""
+    quote = connection.ops.quote_name
+    messages, rounds = quote(Message._meta.db_table), quote(Round._meta.db_table)
+    round_id = quote(column(concrete_field(Message, "round")))
+    pk = quote(column(concrete_field(Round, "id")))
+    return (
+        f" AND NOT EXISTS (SELECT 1 FROM {rounds} WHERE {rounds}.{pk} = {messages}.{round_id}"  # noqa: S608
+        f" AND {rounds}.{quote('state')} = '{Round.State.FAILED.value}')"
+    )
+
+
 @functools.cache
-def _rows_sql(direction: str) -> str:
+def _rows_sql(direction: str, failure_rounds: bool) -> str:
     quote = connection.ops.quote_name
     columns = ", ".join(quote(column(concrete_field(Message, name))) for name in CONTEXT_FIELDS)
     return (
         f"SELECT {columns} FROM {quote(Message._meta.db_table)} "  # noqa: S608
-        f"WHERE session_id = %s AND seq > %s AND seq <= %s ORDER BY seq {direction} LIMIT %s"
+        f"WHERE session_id = %s AND seq > %s AND seq <= %s{_no_failed_rounds(failure_rounds)} "
+        f"ORDER BY seq {direction} LIMIT %s"
     )
 
 
@@ -141,17 +159,26 @@ def _session_pk(session: Session) -> Any:
     return Session._meta.pk.get_db_prep_value(session.pk, connection)
 
 
-def _rows(session: Session, *, after: int, through: int, limit: int, newest_first: bool = False) -> list[dict]:
-    """Message rows with after < seq <= through, oldest first (the newest `limit` when newest_first)."""
+def _rows(
+    session: Session,
+    *,
+    after: int,
+    through: int,
+    limit: int,
+    newest_first: bool = False,
+    failure_rounds: bool = False,
+) -> list[dict]:
+    """Message rows with after < seq <= through, oldest first (the newest `limit` when newest_first);
+    posts of failed rounds only with `failure_rounds`."""
     fields = [concrete_field(Message, name) for name in CONTEXT_FIELDS]
-    sql = _rows_sql("DESC" if newest_first else "ASC")
+    sql = _rows_sql("DESC" if newest_first else "ASC", failure_rounds)
     found = select_rows(sql, [_session_pk(session), after, through, limit], fields)
     rows = [dict(zip(CONTEXT_FIELDS, row, strict=True)) for row in found]
     return rows[::-1] if newest_first else rows
 
 
 @functools.cache
-def _meta_sql() -> str:
+def _meta_sql(failure_rounds: bool) -> str:
     """Everything the processors need of a message row, none of its content but two flags."""
     quote = connection.ops.quote_name
     table = quote(Message._meta.db_table)
@@ -167,7 +194,8 @@ def _meta_sql() -> str:
     payload = f"(role = 'user' AND {is_text} AND {text} {starts} AND {text} {holds})"
     return (
         f"SELECT seq, role, token_count, tool_call_id, name, tool_calls, ({is_text}) AS is_text, {payload} "  # noqa: S608
-        f"FROM {table} WHERE session_id = %s AND seq > %s AND seq <= %s ORDER BY seq DESC LIMIT %s"
+        f"FROM {table} WHERE session_id = %s AND seq > %s AND seq <= %s{_no_failed_rounds(failure_rounds)} "
+        "ORDER BY seq DESC LIMIT %s"
     )
 
 
@@ -196,10 +224,16 @@ def _truncated_cost(config: memory_config.ManagedMemoryConfig, role: str, name: 
 
 
 def _meta_items(
-    session: Session, config: memory_config.ManagedMemoryConfig, *, after: int, through: int, limit: int
+    session: Session,
+    config: memory_config.ManagedMemoryConfig,
+    *,
+    after: int,
+    through: int,
+    limit: int,
+    failure_rounds: bool = False,
 ) -> list[pipeline.Item]:
     with connection.cursor() as cursor:
-        cursor.execute(_meta_sql(), [_session_pk(session), after, through, limit])
+        cursor.execute(_meta_sql(failure_rounds), [_session_pk(session), after, through, limit])
         found = cursor.fetchall()
     max_tokens = config.active_context.tool_truncation.max_tool_message_tokens
     items = []
@@ -256,10 +290,11 @@ def _head_item(message: dict[str, Any]) -> pipeline.Item:
     return pipeline.Item(role=message["role"], tokens=int(message.get("token_count") or 0))
 
 
-def _latest_user(session: Session) -> dict[str, Any] | None:
-    return (
-        Message.objects.filter(session=session, role=Message.Role.USER).order_by("-seq").values(*CONTEXT_FIELDS).first()
-    )
+def _latest_user(session: Session, failure_rounds: bool) -> dict[str, Any] | None:
+    users = Message.objects.filter(session=session, role=Message.Role.USER)
+    if not failure_rounds:
+        users = users.exclude(round__state=Round.State.FAILED)
+    return users.order_by("-seq").values(*CONTEXT_FIELDS).first()
 
 
 def shorten(row: dict[str, Any], config: memory_config.ManagedMemoryConfig) -> dict[str, Any]:
@@ -290,7 +325,9 @@ def _summary_head(run: CompactionRun | None) -> list[dict[str, Any]]:
     return [dict(message) for message in (run.summary or [])] if run is not None else []
 
 
-def _managed_body(session: Session, config: memory_config.ManagedMemoryConfig, run: CompactionRun | None) -> _Body:
+def _managed_body(
+    session: Session, config: memory_config.ManagedMemoryConfig, run: CompactionRun | None, failure_rounds: bool
+) -> _Body:
     """Plan a managed session's window from cached counts, then read only the served rows."""
     head = _summary_head(run)
     after = run.covered_to_seq or 0 if run is not None else 0
@@ -299,7 +336,7 @@ def _managed_body(session: Session, config: memory_config.ManagedMemoryConfig, r
     policy = config.active_context
     over = session.active_tokens > config.threshold_tokens
     if not policy.enabled or (policy.mode == "compaction" and not over):
-        rows = _rows(session, after=after, through=NEWEST, limit=NEWEST)
+        rows = _rows(session, after=after, through=NEWEST, limit=NEWEST, failure_rounds=failure_rounds)
         items = _whole_turns(head_items + [row_item(row, config) for row in rows])
         return _Body(head, {row["seq"]: row for row in rows}, items, pipeline.Window(keep=list(range(len(items)))))
     # Over the threshold the processors look at the newest whole turns up to twice the
@@ -320,7 +357,9 @@ def _managed_body(session: Session, config: memory_config.ManagedMemoryConfig, r
     through, seen, assistants, scanned_all = NEWEST, 0, 0, False
     chunk_size = _first_chunk(session, limit)
     while not scanned_all and not (taken and enough()):
-        chunk = _meta_items(session, config, after=after, through=through, limit=chunk_size)
+        chunk = _meta_items(
+            session, config, after=after, through=through, limit=chunk_size, failure_rounds=failure_rounds
+        )
         for item in reversed(chunk):
             if taken and enough():
                 break
@@ -343,13 +382,19 @@ def _managed_body(session: Session, config: memory_config.ManagedMemoryConfig, r
     borrowed = None
     if not _has_user(items, pipeline.complete_turns(items, window.keep)):
         # Packing left no user message: the latest one is borrowed, inside the same budget.
-        borrowed = _latest_user(session)
+        borrowed = _latest_user(session, failure_rounds)
         if borrowed is not None:
             window = pipeline.read_window(items, config, fixed_tokens=fixed + borrowed["token_count"])
     wanted = [seq for seq in (items[index].seq for index in window.keep) if seq is not None]
     served_rows: dict[int, dict[str, Any]] = {}
     if wanted:
-        found = _rows(session, after=min(wanted) - 1, through=max(wanted), limit=max(wanted) - min(wanted) + 1)
+        found = _rows(
+            session,
+            after=min(wanted) - 1,
+            through=max(wanted),
+            limit=max(wanted) - min(wanted) + 1,
+            failure_rounds=failure_rounds,
+        )
         served_rows = {row["seq"]: row for row in found}
     return _Body(head if scanned_all else [], served_rows, items, window, borrowed)
 
@@ -369,8 +414,8 @@ def _has_user(items: Sequence[pipeline.Item], keep: Sequence[int]) -> bool:
     return any(items[index].role == Message.Role.USER for index in keep)
 
 
-def _plain_body(session: Session, limit: int) -> _Body:
-    rows = _rows(session, after=0, through=NEWEST, limit=limit, newest_first=True)
+def _plain_body(session: Session, limit: int, failure_rounds: bool) -> _Body:
+    rows = _rows(session, after=0, through=NEWEST, limit=limit, newest_first=True, failure_rounds=failure_rounds)
     items = [
         pipeline.Item(
             role=row["role"],
@@ -437,6 +482,7 @@ def served_context(
     last: int | None = None,
     max_tokens: int | None = None,
     recall: InjectedMemory | None = None,
+    include_failure_rounds: bool = False,
 ) -> ServedContext:
     """THE context of a session: what `/context/` returns, the page shows and the ledger counts.
 
@@ -447,7 +493,8 @@ def served_context(
     packs it newest-first into a caller's budget and fails when even the system prompt,
     the summary and one user message do not fit. `recall` is served as one message after the
     system prompt, inside the budget (the window shrinks to make room; recalled messages the
-    window serves anyway are left out of it).
+    window serves anyway are left out of it). The posts of a failed round are left out, as the
+    rounds model leaves a failed round out of what a role is served, unless `include_failure_rounds`.
     """
     managed = session.memory_type == MemoryType.MANAGED_CONVERSATION
     config = memory_config.stored_config(session.memory_config) if managed else None
@@ -455,10 +502,11 @@ def served_context(
     if config is not None and config.active_context.enabled and config.active_context.mode == "compaction":
         run = latest_done_run(session.pk)
     if config is not None:
-        body = _managed_body(session, config, run)
+        body = _managed_body(session, config, run, include_failure_rounds)
     else:
         # `last` may reach back past its N messages to the tool call a result answers.
-        body = _plain_body(session, last + LAST_REACH if last else settings.DEFAULT_CONTEXT_WINDOW)
+        window = last + LAST_REACH if last else settings.DEFAULT_CONTEXT_WINDOW
+        body = _plain_body(session, window, include_failure_rounds)
     # A call whose results are not all stored yet is a turn in progress: no LLM accepts it.
     items, keep = body.items, pipeline.complete_turns(body.items, body.window.keep)
     planned = keep
@@ -474,7 +522,7 @@ def served_context(
     if max_tokens is not None:
         keep = _fit(items, keep, max_tokens - fixed)
     if last is None and not _has_user(items, keep):
-        borrowed = body.borrowed or _latest_user(session)
+        borrowed = body.borrowed or _latest_user(session, include_failure_rounds)
         if borrowed is not None and max_tokens is not None:
             keep = _fit(items, keep, max_tokens - fixed - borrowed["token_count"])
     parts = _parts(session, body, keep, borrowed, config)

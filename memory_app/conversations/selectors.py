@@ -214,11 +214,12 @@ def message_page(
 
 
 def message_export_dict(message: Message) -> dict[str, Any]:
-    """A message in the export format: its stored fields, nulls omitted."""
+    """A message in the export format: its stored fields, nulls omitted but the content's (every
+    message of a marsys save_to_file file has a content, null for an assistant that only calls tools)."""
     data: dict[str, Any] = {"message_id": str(message.pk)}
     for field in EXPORT_FIELDS:
         value = getattr(message, field)
-        if value is not None:
+        if value is not None or field == "content":
             data[field] = value
     if message.occurred_at is not None:
         # ISO text, as the append accepts it: an export is imported again unchanged.

@@ -20,6 +20,7 @@ from memory_app.conversations.models import MemoryType, Message, Session
 from memory_app.conversations.services import MESSAGE_FIELDS, split_system_prompt
 from memory_app.search.models import SearchKind
 from memory_app.search.recall import session_recall_settings
+from memory_client.vocabulary.messages import tool_call_id_in_content
 from memsite.parsers import INT_MAX
 
 MAX_TEXT_CHARS = 2_000_000
@@ -193,6 +194,9 @@ class SparseValidationMixin:
         return super()._read_only_defaults()  # type: ignore[misc]
 
 
+TOOL_CALL_ID_MAX = 200
+
+
 class MessageInputSerializer(  # type: ignore[misc]  # DRF's _writable_fields is a generator (stub: list)
     SparseValidationMixin, serializers.Serializer
 ):
@@ -203,7 +207,7 @@ class MessageInputSerializer(  # type: ignore[misc]  # DRF's _writable_fields is
     content = ContentField()
     name = serializers.CharField(max_length=200, required=False, allow_null=True)
     tool_calls = ToolCallSerializer(many=True, required=False, allow_null=True, allow_empty=True)
-    tool_call_id = serializers.CharField(max_length=200, required=False, allow_null=True)
+    tool_call_id = serializers.CharField(max_length=TOOL_CALL_ID_MAX, required=False, allow_null=True)
     agent_calls = AgentCallSerializer(many=True, required=False, allow_null=True)
     structured_data = serializers.JSONField(required=False, allow_null=True)
     reasoning_details = serializers.ListField(child=serializers.DictField(), required=False, allow_null=True)
@@ -239,6 +243,15 @@ class MessageInputSerializer(  # type: ignore[misc]  # DRF's _writable_fields is
         role, tool_call_id, tool_calls = (
             attrs.get(name, getattr(self.instance, name, None)) for name in ("role", "tool_call_id", "tool_calls")
         )
+        if role == Message.Role.TOOL and not tool_call_id:
+            # A tool result written as JSON text names the call it answers in its content.
+            tool_call_id = tool_call_id_in_content(attrs.get("content", getattr(self.instance, "content", None)))
+            if tool_call_id is not None and len(tool_call_id) > TOOL_CALL_ID_MAX:
+                raise serializers.ValidationError(
+                    {"tool_call_id": [f"the content's tool_call_id is longer than {TOOL_CALL_ID_MAX} characters"]}
+                )
+            if tool_call_id is not None:
+                attrs["tool_call_id"] = tool_call_id
         if role == Message.Role.TOOL and not tool_call_id:
             raise serializers.ValidationError({"tool_call_id": ["required for role 'tool'"]})
         if role != Message.Role.TOOL and tool_call_id:
@@ -431,6 +444,11 @@ class ContextQuerySerializer(serializers.Serializer):
         "uses its latest user message.",
     )
     recall_k = serializers.IntegerField(required=False, min_value=1, max_value=20, help_text="memories to recall (5)")
+    include_failure_rounds = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Serve the posts of failed rounds too (left out by default, as a role's rounds leave them out).",
+    )
     recall_kinds = serializers.CharField(
         required=False, help_text="comma-separated kinds to recall from (message, summary, fact, record, ...)"
     )

@@ -119,6 +119,9 @@ class Fact(models.Model):
     curated = models.BooleanField(default=False)
     confidence = models.FloatField(null=True, blank=True)
     times_seen = models.PositiveIntegerField(default=1)
+    # When the fact was last stated or extracted again: a re-stated fact is recent again, while
+    # created_at (and the source message and run) keep its first sighting.
+    last_seen_at = models.DateTimeField(default=timezone.now)
     valid_from = models.DateTimeField(default=timezone.now)
     invalidated_at = models.DateTimeField(null=True, blank=True)
     invalidated_by = models.ForeignKey(
@@ -126,6 +129,11 @@ class Fact(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # A LangGraph store item's namespace exactly as given (labels joined with "."; null for any other
+    # fact) and its value as JSON (null for a deletion marker): the store filters both in the database,
+    # where the normalised subject would merge namespaces that differ only in letter case.
+    store_namespace = models.TextField(null=True, blank=True)
+    store_value = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -140,6 +148,14 @@ class Fact(models.Model):
             # Newest first within an entity: a hub's page is read in order instead of sorted.
             models.Index(fields=["team", "subject_key", "-created_at"], name="fact_team_subject_new"),
             models.Index(fields=["team", "object_key", "-created_at"], name="fact_team_object_new"),
+            # A session's facts by their latest sighting: the KG memory's recent reads.
+            models.Index(fields=["session", "-last_seen_at"], name="fact_session_seen"),
+            # A store's live items by namespace (exact lookups and prefix ranges), newest first.
+            models.Index(
+                fields=["team", "scope_key", "store_namespace", "-created_at"],
+                condition=Q(invalidated_at__isnull=True, store_namespace__isnull=False),
+                name="fact_store_live",
+            ),
         ]
         ordering = ["-created_at"]
 

@@ -34,8 +34,10 @@ def fact_list(
     q: str | None = None,
     as_of: datetime | None = None,
     include_invalidated: bool = False,
+    order: str = "created",
 ) -> QuerySet[Fact]:
-    """Facts newest first: the live ones, those valid at `as_of`, or all of them.
+    """Facts newest first: the live ones, those valid at `as_of`, or all of them. Newest by
+    first sighting, or with `order="last_seen"` by latest (a re-stated fact is recent again).
 
     subject/predicate/object match the normalised term exactly; `q` finds a normalised
     substring in any of the three.
@@ -62,6 +64,8 @@ def fact_list(
         facts = facts.filter(
             Q(subject_norm__contains=term) | Q(predicate_norm__contains=term) | Q(object_norm__contains=term)
         )
+    if order == "last_seen":
+        return facts.order_by("-last_seen_at", "-created_at", "-id")
     return facts.order_by("-created_at", "-id")
 
 

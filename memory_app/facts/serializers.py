@@ -107,6 +107,7 @@ class FactOutputSerializer(serializers.ModelSerializer):
             "confidence",
             "curated",
             "times_seen",
+            "last_seen_at",
             "valid_from",
             "invalidated_at",
             "invalidated_by",
@@ -125,6 +126,12 @@ class FactListQuerySerializer(serializers.Serializer):
     q = serializers.CharField(required=False, max_length=MAX_FIELD_CHARS, help_text="Text search over s/p/o.")
     as_of = serializers.DateTimeField(required=False, help_text="Facts valid at this time (ISO 8601).")
     include_invalidated = serializers.BooleanField(required=False, default=False)
+    order = serializers.ChoiceField(
+        choices=["created", "last_seen"],
+        required=False,
+        default="created",
+        help_text="`created`: newest first by first sighting; `last_seen`: most recently stated or extracted first.",
+    )
 
 
 class FactGraphQuerySerializer(serializers.Serializer):

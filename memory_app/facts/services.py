@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -97,7 +98,7 @@ def _live(team_id: int, scope: str, key: str) -> Any:
 
 def _see_again(team_id: int, scope: str, item: FactInput, now: datetime) -> Fact | None:
     """Count one more sighting of the live fact, if there is one (an atomic increment)."""
-    changes: dict[str, Any] = {"times_seen": F("times_seen") + 1, "updated_at": now}
+    changes: dict[str, Any] = {"times_seen": F("times_seen") + 1, "last_seen_at": now, "updated_at": now}
     if item.confidence is not None:
         changes["confidence"] = Coalesce(F("confidence"), Value(item.confidence))
     updated = _live(team_id, scope, item.key).update(**changes)
@@ -224,6 +225,7 @@ def _create(
         confidence=item.confidence,
         curated=curated,
         valid_from=now,
+        last_seen_at=now,
     )
 
 
@@ -280,6 +282,15 @@ def fact_invalidate(*, fact: Fact) -> Fact:
 _EDITABLE = ("role", "subject", "predicate", "object", "confidence")
 
 
+def _store_value(text: str) -> dict[str, Any] | None:
+    """A store item's value from its edited object: a JSON object, else none (the store skips it)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 @transaction.atomic
 def fact_update(*, fact: Fact, data: Mapping[str, Any]) -> Fact:
     """Edit a fact (an admin), and/or restore it with `invalidated: False`; the fact is curated from then on.
@@ -301,6 +312,9 @@ def fact_update(*, fact: Fact, data: Mapping[str, Any]) -> Fact:
     locked.fact_key = item.key
     locked.subject_key, locked.object_key = term_key(locked.subject_norm), term_key(locked.object_norm)
     changed += ["subject_norm", "predicate_norm", "object_norm", "fact_key", "subject_key", "object_key"]
+    if locked.store_namespace is not None:  # a LangGraph store item: the store reads these columns
+        locked.store_namespace, locked.store_value = locked.subject, _store_value(locked.object)
+        changed += ["store_namespace", "store_value"]
     restoring = data.get("invalidated") is False and locked.invalidated_at is not None
     if data.get("invalidated") is True and locked.invalidated_at is None:
         locked.invalidated_at = timezone.now()

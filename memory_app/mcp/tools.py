@@ -20,6 +20,7 @@ from memory_app.agent_records import services as records
 from memory_app.conversations.models import Message
 from memory_app.mcp.arguments import Schema, argument_problems
 from memory_app.mcp.gateway import ApiAnswer, call_api
+from memory_app.memory_files import tools as memory_file_tools
 from memory_app.search.models import SearchKind
 from memory_app.tenancy.models import ApiKey
 from memory_client.vocabulary.wire import ErrorBody
@@ -264,7 +265,8 @@ MESSAGE: Schema = {
         "content": {
             "description": "Text, or a list of content parts ({type: text|image_url, ...}); null for an assistant "
             "message that only calls tools.",
-            "type": ["string", "array", "null"],
+            # anyOf, not a list of types: some hosts read `type` as one string and mangle the property.
+            "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "object"}}, {"type": "null"}],
         },
         "name": {"type": "string", "description": "The speaking agent's name."},
         "tool_calls": {
@@ -603,6 +605,27 @@ JOB_STATUS = Tool(
 )
 
 
+# --- memory files (their specs live with the domain: memory_app.memory_files.tools) -------------
+
+
+def _memory_file_tool(spec: memory_file_tools.ToolSpec) -> Tool:
+    def run(call: Call) -> ToolResult:
+        answer = spec.run(call)
+        return _result(answer.data, call.endpoint, text=answer.text)
+
+    return Tool(
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        properties=spec.properties,
+        required=spec.required,
+        read_only=spec.read_only,
+        destructive=spec.destructive,
+        idempotent=spec.idempotent,
+        run=run,
+    )
+
+
 TOOLS: dict[str, Tool] = {
     tool.name: tool
     for tool in (
@@ -616,5 +639,6 @@ TOOLS: dict[str, Tool] = {
         AGENT_RECORD_PROMPT,
         EVENTS_LIST,
         JOB_STATUS,
+        *(_memory_file_tool(spec) for spec in memory_file_tools.SPECS),
     )
 }

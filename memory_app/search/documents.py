@@ -13,6 +13,7 @@ from memory_app.agent_records.models import AgentMemoryEntry
 from memory_app.compaction.models import CompactionRun
 from memory_app.conversations.models import Message
 from memory_app.facts.models import Fact
+from memory_app.memory_files.models import MemoryFile
 from memory_app.rounds.models import Attachment, SharedMemoryEntry
 from memory_app.search.models import SearchKind
 from memory_app.search.text import CHUNK_CHARS, chunks
@@ -272,3 +273,19 @@ def experience_doc(
         role="experience",
         invalidated_at=retired_at,
     )
+
+
+def memory_file_docs(file: MemoryFile) -> Iterator[Doc]:
+    """A memory file: found by its text and by the words of its path (notes/deploy-checklist.md)."""
+    for position, piece in enumerate(chunks(file.content)):
+        yield Doc(
+            kind=SearchKind.MEMORY_FILE,
+            source_key=str(file.pk),
+            chunk=position,
+            text=piece,
+            occurred_at=file.updated_at,
+            links={},
+            agent=file.agent,
+            role="memory file",
+            context=file.path.replace("/", " ").replace("-", " ").replace("_", " "),
+        )

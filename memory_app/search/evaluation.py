@@ -21,12 +21,10 @@ from typing import Any, TypedDict
 import numpy as np
 from django.conf import settings
 from django.db import connection
-from django.db.models import F
 from django.test.utils import override_settings
 
 from memory_app import jobs
 from memory_app.conversations import services as conversations
-from memory_app.conversations.models import Session
 from memory_app.jobs import JobKind
 from memory_app.search import engines, selectors
 from memory_app.search import services as search_index
@@ -163,16 +161,11 @@ def index_until_done(*, team_id: int) -> None:
                 raise RecallEvalError(f"the index run of team {team_id} ended {outcome!r}: {run.error or 'no error'}")
         elif runs.filter(status=IndexRun.Status.RUNNING).exists():
             time.sleep(WAIT_FOR_WORKER_SECONDS)
-        elif _has_backlog(team_id):
+        elif search_index.has_backlog(team_id):
             search_index.index_request(team_id=team_id)  # a run, whether or not an append woke one
         else:
             return
     raise RecallEvalError(f"the index of team {team_id} was not done after {settings.SEARCH_RUNNING_DEADLINE} s")
-
-
-def _has_backlog(team_id: int) -> bool:
-    unread = Session.objects.filter(team_id=team_id, last_seq__gt=F("search_indexed_seq")).exists()
-    return unread or SearchItem.objects.filter(team_id=team_id, state=SearchItem.State.PENDING).exists()
 
 
 def memsite_ranking(*, loaded: LoadedConversation, question: str) -> tuple[list[str], str]:

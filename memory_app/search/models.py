@@ -34,6 +34,7 @@ class SearchKind(models.TextChoices):
     EXPERIENCE = "experience", "experience"
     SHARED_MEMORY = "shared_memory", "shared memory entry"
     ATTACHMENT = "attachment", "attachment"
+    MEMORY_FILE = "memory_file", "memory file"
 
 
 class SearchItem(models.Model):
@@ -94,6 +95,15 @@ class SearchItem(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.source_key}#{self.chunk}"
+
+
+def pending_items(team_id: int) -> models.QuerySet[SearchItem]:
+    """The team's items waiting for a vector. The exclude repeats the backlog index's condition
+    word for word: SQLite then reads that partial index (~1 ms) instead of every item of the team
+    (~700 ms at 200k items)."""
+    return SearchItem.objects.filter(team_id=team_id, state=SearchItem.State.PENDING).exclude(
+        state=SearchItem.State.INDEXED
+    )
 
 
 class IndexRun(JobRecord):

@@ -50,6 +50,7 @@ KIND_LABELS: dict[str, str] = {
     SearchKind.EXPERIENCE: "Experiences",
     SearchKind.SHARED_MEMORY: "Shared memory",
     SearchKind.ATTACHMENT: "Attachments",
+    SearchKind.MEMORY_FILE: "Memory files",
 }
 
 _MARKED = re.compile(r"\*\*(.+?)\*\*")
@@ -64,7 +65,9 @@ def highlight(snippet: str) -> SafeString:
 
 
 # Agents worth naming beside a hit: a message's or summary's is its session's (already linked).
-AGENT_SHOWN_KINDS = frozenset({SearchKind.FACT, SearchKind.EXPERIENCE, SearchKind.SHARED_MEMORY})
+AGENT_SHOWN_KINDS = frozenset(
+    {SearchKind.FACT, SearchKind.EXPERIENCE, SearchKind.SHARED_MEMORY, SearchKind.MEMORY_FILE}
+)
 
 
 def _number(value: float | None, digits: int = 3) -> str:

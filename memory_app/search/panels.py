@@ -37,6 +37,7 @@ KIND_BADGES: dict[str, str] = {
     SearchKind.EXPERIENCE: "experience",
     SearchKind.SHARED_MEMORY: "shared memory",
     SearchKind.ATTACHMENT: "attachment",
+    SearchKind.MEMORY_FILE: "memory file",
 }
 
 
@@ -123,6 +124,9 @@ def _source_link(
             return SourceLink(url=reverse("experiences:detail", args=[slug]), label=f"experience {slug}")
     if kind == SearchKind.SHARED_MEMORY and item.session_id:
         return SourceLink(url=reverse("dashboard:session_rounds", args=[item.session_id]), label="shared memory")
+    if kind == SearchKind.MEMORY_FILE and item.source_key.isdigit():
+        url = reverse("dashboard:memory_file", args=[int(item.source_key)])
+        return SourceLink(url=url, label=f"{item.agent or 'shared'} memory file")
     return SourceLink(url="", label=KIND_BADGES.get(kind, kind))
 
 

@@ -30,12 +30,13 @@ from memory_app.agent_records.models import AgentMemoryEntry
 from memory_app.compaction.models import CompactionRun
 from memory_app.conversations.models import Message, Session
 from memory_app.facts.models import Fact
+from memory_app.memory_files.models import MemoryFile
 from memory_app.rounds.models import Attachment, SharedMemoryEntry
 from memory_app.search import ann, documents, schema
 from memory_app.search.documents import Doc
 from memory_app.search.embeddings import get_embedder
 from memory_app.search.embeddings.base import EmbeddingBackend, EmbeddingPermanentError, EmbeddingTransientError
-from memory_app.search.models import IndexRun, SearchItem, SearchKind
+from memory_app.search.models import IndexRun, SearchItem, SearchKind, pending_items
 
 log = logging.getLogger(__name__)
 Status = IndexRun.Status
@@ -265,6 +266,12 @@ def index_shared_memory(*, team_id: int, entries: Iterable[SharedMemoryEntry]) -
     return index_docs(team_id=team_id, docs=docs, sources=[(SearchKind.SHARED_MEMORY, str(e.pk)) for e in entries])
 
 
+def index_memory_file(*, file: MemoryFile) -> int:
+    """A memory file's text, as it is now (an emptied file has no entry)."""
+    docs = list(documents.memory_file_docs(file))
+    return index_docs(team_id=file.team_id, docs=docs, sources=[(SearchKind.MEMORY_FILE, str(file.pk))])
+
+
 def index_message_edit(*, message: Message) -> int:
     """An edited message (and its text attachments) is indexed again if it was indexed before;
     otherwise the job will read it when it reaches its seq. The message after it is indexed again
@@ -352,7 +359,7 @@ def search_index_execute(*, run_id: str) -> str:
             "duration_ms": int((time.monotonic() - started) * 1000),
         },
     )
-    if more or _has_backlog(run.team_id):
+    if more or has_backlog(run.team_id):
         index_request(team_id=run.team_id)
     return "done"
 
@@ -380,8 +387,9 @@ def _dirty_sessions(team_id: int | None = None) -> Any:
     return sessions.filter(team_id=team_id) if team_id is not None else sessions
 
 
-def _has_backlog(team_id: int) -> bool:
-    return _dirty_sessions(team_id).exists() or SearchItem.objects.filter(team_id=team_id, state=State.PENDING).exists()
+def has_backlog(team_id: int) -> bool:
+    """Whether the team has messages not yet read into items, or items waiting for a vector."""
+    return _dirty_sessions(team_id).exists() or pending_items(team_id).exists()
 
 
 def _materialize_messages(*, team_id: int, until: float | None = None) -> int:
@@ -562,6 +570,7 @@ def search_reindex(*, team_id: int | None = None, kind: str | None = None) -> di
         SearchKind.SUMMARY: _summary_sources,
         SearchKind.RECORD: _record_sources,
         SearchKind.SHARED_MEMORY: _shared_memory_sources,
+        SearchKind.MEMORY_FILE: _memory_file_sources,
     }
     experiences: Any = apps.get_app_config("experiences_app")  # asked through its config: no import
     for name in kinds:
@@ -634,3 +643,8 @@ def _record_sources(scope: Q) -> list[tuple[int, list[Doc]]]:
 def _shared_memory_sources(scope: Q) -> list[tuple[int, list[Doc]]]:
     entries = SharedMemoryEntry.objects.filter(scope)
     return _grouped((entry.team_id, doc) for entry in entries for doc in documents.shared_memory_docs(entry))
+
+
+def _memory_file_sources(scope: Q) -> list[tuple[int, list[Doc]]]:
+    files = MemoryFile.objects.filter(scope, deleted_at__isnull=True)
+    return _grouped((file.team_id, doc) for file in files for doc in documents.memory_file_docs(file))

@@ -3,7 +3,10 @@
     from memory_client.adapters.langchain import MemsiteChatMessageHistory
 
     history = MemsiteChatMessageHistory("user-42")  # MEMSITE_URL / MEMSITE_API_KEY
-    chain = RunnableWithMessageHistory(runnable, lambda session_id: MemsiteChatMessageHistory(session_id))
+    answer = model.invoke([*history.messages, question])
+    history.add_messages([question, answer])
+
+(`RunnableWithMessageHistory`, deprecated in langchain-core 1.x, takes it too.)
 
 The history's `session_id` is the memsite session's `external_id`; the session is created by the
 first write. Each LangChain message is stored as one memsite message in OpenAI's chat format

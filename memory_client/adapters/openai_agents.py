@@ -277,7 +277,8 @@ class MemsiteSession:
     (see the module docstring). `memory_type`, `memory_config` and `system_prompt` are the
     settings of a session this creates (`memory_type="managed_conversation"` for compaction);
     an existing session keeps its own. `session_settings.limit` is the default `limit` of
-    `get_items`, as for the SDK's own sessions.
+    `get_items`, as for the SDK's own sessions. After `close()` every call raises RuntimeError,
+    as the SDK's SQLiteSession does.
     """
 
     session_settings: SessionSettings | None = None
@@ -301,7 +302,11 @@ class MemsiteSession:
             raise ValueError(f"context must be 'history' or 'managed', got {context!r}")
         self.session_id = session_id
         self.context: ContextMode = context
-        self.session_settings = coerce_session_settings(session_settings) if session_settings is not None else None
+        # An empty settings object, never None: the SDK's own sessions default to one, and callers
+        # (the SDK's runner, user code) read `session.session_settings.limit`.
+        self.session_settings = (
+            coerce_session_settings(session_settings) if session_settings is not None else SessionSettings()
+        )
         settings = {"memory_type": memory_type, "memory_config": memory_config, "system_prompt": system_prompt}
         self._api = HttpApi(
             base_url=base_url, api_key=api_key, timeout=timeout, max_retries=max_retries, transport=transport
@@ -313,6 +318,7 @@ class MemsiteSession:
         self._write_lock = threading.Lock()
         # The context_id of the latest managed context get_items served (None before one).
         self.last_context_id: str | None = None
+        self._closed = False
 
     @property
     def memsite_session_id(self) -> str | None:
@@ -320,7 +326,13 @@ class MemsiteSession:
         return self._session.id(create=False)
 
     def close(self) -> None:
+        self._closed = True
         self._api.close()
+
+    def _check_not_closed(self) -> None:
+        """Raise as the SDK's SQLiteSession does: a closed session must not look empty or accept writes."""
+        if self._closed:
+            raise RuntimeError("MemsiteSession is closed")
 
     def replay_context(self, context_id: str | None = None) -> ContextReplay:
         """A served context exactly as it was served (default: the latest managed context)."""
@@ -333,20 +345,24 @@ class MemsiteSession:
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The newest `limit` items (default session_settings.limit, else all), oldest first."""
+        self._check_not_closed()
         resolved = resolve_session_limit(limit, self.session_settings)
         return cast(list[TResponseInputItem], await _in_thread(lambda: self._get_items(resolved)))
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append the items, each in its chat form with itself kept alongside (see items_to_messages)."""
+        self._check_not_closed()  # before the empty list's early return, as the SDK's sessions do
         plain = [cast(Mapping[str, Any], item) for item in items]
         await _in_thread(lambda: self._add_items(plain))
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item (None when there is none)."""
+        self._check_not_closed()
         return cast(TResponseInputItem | None, await _in_thread(self._pop_item))
 
     async def clear_session(self) -> None:
         """Delete every message (POST .../reset/); the session, its name and settings stay."""
+        self._check_not_closed()
         await _in_thread(self._session.reset)
 
     # --- the work, in a worker thread -----------------------------------------------------------

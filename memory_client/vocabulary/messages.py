@@ -134,6 +134,21 @@ def to_openai_message(message: Mapping[str, Any]) -> LLMMessage:
     return result
 
 
+def tool_call_id_in_content(content: Any) -> str | None:
+    """The `tool_call_id` a tool result names in its content, given as a JSON object or its text
+    ('{"tool_call_id": "call_123", "output": ...}'), as the memory module's documentation writes
+    tool results; None when the content names none."""
+    if isinstance(content, str) and content.lstrip().startswith("{"):
+        try:
+            content = json.loads(content)
+        except ValueError:
+            return None
+    if not isinstance(content, dict):
+        return None
+    found = content.get("tool_call_id")
+    return found if isinstance(found, str) and found.strip() else None
+
+
 def content_text(content: Any) -> str:
     """The text of a message content: a string, the text parts of a content list, or JSON."""
     if content is None:

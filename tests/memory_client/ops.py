@@ -76,7 +76,10 @@ def run_scenario(
     tmp: str,
     to_llm: Callable[[dict[str, Any]], dict[str, Any]],
 ) -> list[dict[str, Any]]:
-    managers = {name: make_manager(**spec) for name, spec in scenario.get("managers", {"a": {}}).items()}
+    try:
+        managers = {name: make_manager(**spec) for name, spec in scenario.get("managers", {"a": {}}).items()}
+    except Exception as exc:  # a refused constructor is the scenario's one result
+        return [_error(exc)]
     ids: dict[str, str] = {}
     results: list[dict[str, Any]] = []
     for index, op in enumerate(scenario["ops"]):

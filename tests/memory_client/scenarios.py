@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 CALL_1 = {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": '{"path": "."}'}}
+CALL_123 = {"id": "call_123", "type": "function", "function": {"name": "calculator", "arguments": '{"x": 2}'}}
 CALL_2 = {"id": "call_2", "type": "function", "function": {"name": "wc", "arguments": "{}"}}
 PNG = "{tmp}/pixel.png"
 
@@ -178,6 +179,16 @@ AGREE: dict[str, dict[str, Any]] = {
     },
 }
 
+# A memory_type marsys does not know: its AgentConfigurationError, before any call.
+AGREE["unknown_memory_type"] = {"managers": {"a": {"memory_type": "invalid_type"}}, "ops": [op("retrieve_all")]}
+# A saved file writes every message's content, null included (an assistant message that only calls tools).
+AGREE["save_writes_null_content"] = without_prompt(
+    op("add", role="user", content="count files"),
+    op("add", role="assistant", content=None, tool_calls=[CALL_1]),
+    op("add", role="tool", content="a.txt", tool_call_id="call_1", name="ls"),
+    op("save_to_file", "{tmp}/null_content.json"),
+)
+
 # The managed memory below its threshold: marsys returns its list, ours the server's context.
 AGREE["managed_reads"] = {
     "managers": {"a": {"memory_type": "managed_conversation"}},
@@ -267,6 +278,13 @@ DIFFER: dict[str, dict[str, Any]] = {
     ),
     "unreadable_image_path": without_prompt(
         op("add", role="user", content="x", images=["{tmp}/missing.png"]),
+        op("retrieve_all"),
+    ),
+    # The memory module's documentation: a tool result given as JSON text carrying its
+    # tool_call_id answers that call. marsys 0.2.1 keeps the text but not the id.
+    "tool_call_id_from_json_content": without_prompt(
+        op("add", role="assistant", content=None, tool_calls=[CALL_123]),
+        op("add", role="tool", content='{"tool_call_id": "call_123", "output": "Result data"}', name="calculator"),
         op("retrieve_all"),
     ),
     "non_uuid_message_id": without_prompt(

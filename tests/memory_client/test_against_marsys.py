@@ -70,9 +70,15 @@ def scratch(directory: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def marsys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+def marsys_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """marsys's scratch directory: the files its scenarios saved stay there to be read."""
+    return scratch(tmp_path_factory.mktemp("marsys"))
+
+
+@pytest.fixture(scope="module")
+def marsys(marsys_tmp: Path) -> dict[str, list[dict[str, Any]]]:
     """Every scenario on marsys, in one subprocess (importing marsys takes seconds)."""
-    return run_marsys({**AGREE, **DIFFER}, scratch(tmp_path_factory.mktemp("marsys")))
+    return run_marsys({**AGREE, **DIFFER}, marsys_tmp)
 
 
 @pytest.fixture
@@ -83,6 +89,22 @@ def ours(make_memory, tmp_path):
         )
 
     return run
+
+
+def test_an_unknown_memory_type_is_an_agent_configuration_error_in_both(marsys, ours):
+    assert marsys["unknown_memory_type"] == ours(AGREE["unknown_memory_type"]) == [{"error": "AgentConfigurationError"}]
+
+
+def test_a_saved_file_writes_null_content_where_marsys_does(marsys, marsys_tmp, ours, tmp_path):
+    ours(AGREE["save_writes_null_content"])
+    theirs = json.loads((marsys_tmp / "null_content.json").read_text())["messages"]
+    mine = json.loads((tmp_path / "null_content.json").read_text())["messages"]
+
+    def contents(messages: list[dict[str, Any]]) -> list[tuple[str, bool, Any]]:
+        return [(m["role"], "content" in m, m.get("content")) for m in messages]
+
+    assert contents(theirs) == [("user", True, "count files"), ("assistant", True, None), ("tool", True, "a.txt")]
+    assert contents(mine) == contents(theirs)
 
 
 def intended(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -196,6 +218,14 @@ def test_managed_memory_keeps_the_description_as_the_system_prompt(marsys, ours)
     assert mine[1] == {"value": [{"role": "system", "content": "You are helpful"}, {"role": "user", "content": "hi"}]}
     assert theirs[4] == {"value": []}  # both resets delete every message row
     assert mine[4] == {"value": [{"role": "system", "content": "You are helpful"}]}
+
+
+def test_a_tool_result_given_as_json_text_answers_the_call_it_names_where_marsys_drops_the_id(marsys, ours):
+    theirs, mine = differ("tool_call_id_from_json_content", marsys, ours)
+    text = '{"tool_call_id": "call_123", "output": "Result data"}'
+    assert theirs[2]["value"][1] == {"role": "tool", "content": text, "name": "calculator"}
+    assert mine[:2] == theirs[:2] == [{"value": "$0"}, {"value": "$1"}]
+    assert mine[2]["value"][1] == {"role": "tool", "content": text, "tool_call_id": "call_123", "name": "calculator"}
 
 
 def test_marsys_loads_a_file_our_client_saved(make_memory, tmp_path, png_path):

@@ -167,3 +167,16 @@ def test_an_unreachable_server_is_an_api_error_without_status():
     with pytest.raises(ApiError) as error:
         MemoryManager(base_url="http://127.0.0.1:1", api_key="k", max_retries=1, timeout=2)
     assert (error.value.status_code, error.value.error) == (None, "unreachable")
+
+
+def test_an_unknown_memory_type_is_marsys_agent_configuration_error_naming_the_field():
+    from memory_client import AgentConfigurationError
+    from memory_client.errors import AgentConfigurationError as same
+
+    with pytest.raises(AgentConfigurationError) as refused:
+        MemoryManager(memory_type="invalid_type", base_url="http://127.0.0.1:1", api_key="k")
+    assert same is AgentConfigurationError
+    assert isinstance(refused.value, ValueError)  # code written against the client's ValueError still catches it
+    assert (refused.value.config_field, refused.value.config_value) == ("memory_type", "invalid_type")
+    assert refused.value.error_code == "AGENT_CONFIGURATION_ERROR"
+    assert "Unknown memory_type: invalid_type" in str(refused.value)

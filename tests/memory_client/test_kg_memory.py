@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -354,12 +355,27 @@ KG_ADD = {
         op("retrieve_all"),
     ],
 }
+# A fact stated again is recent again: marsys keeps a second copy with its own timestamp.
+KG_RESTATED = {
+    "memory": "KGMemory",
+    "managers": {"a": {}},
+    "ops": [
+        op("add_fact", "user", "Alice", "lives in", "Paris"),
+        op("add_fact", "assistant", "Bob", "works at", "Acme"),
+        op("add_fact", "user", "Alice", "lives in", "Paris"),
+        op("retrieve_recent", 2),
+        op("retrieve_recent", 1),
+        op("retrieve_by_role", "user", 1),
+        op("retrieve_all"),
+    ],
+}
 ADD_FACT_OPS = [index for index, step in enumerate(KG_READS["ops"]) if step["op"] == "add_fact"]
 
 
 @pytest.fixture(scope="module")
 def marsys_kg(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
-    return run_marsys({"reads": KG_READS, "add": KG_ADD}, scratch(tmp_path_factory.mktemp("marsys-kg")))
+    scenarios = {"reads": KG_READS, "add": KG_ADD, "restated": KG_RESTATED}
+    return run_marsys(scenarios, scratch(tmp_path_factory.mktemp("marsys-kg")))
 
 
 @pytest.fixture
@@ -402,3 +418,29 @@ def test_add_works_outside_an_event_loop_and_a_repeated_fact_is_stored_once(mars
     tea = fact("user", "Bob", "likes", "tea")
     assert theirs[4] == {"value": [raw("user", "Alice lives in Paris"), tea, tea]}
     assert mine[4] == {"value": [raw("user", "Alice lives in Paris"), tea]}
+
+
+def test_a_restated_fact_is_the_most_recent_as_in_marsys(marsys_kg, ours_kg):
+    theirs, mine = marsys_kg["restated"], ours_kg(KG_RESTATED)
+    paris, bob = fact("user", "Alice", "lives in", "Paris"), fact("assistant", "Bob", "works at", "Acme")
+    assert mine[3:6] == theirs[3:6] == [{"value": [paris, bob]}, {"value": [paris]}, {"value": [paris]}]
+    # marsys keeps both copies; here the fact is stored once, in the place of its latest sighting.
+    assert theirs[6] == {"value": [paris, bob, paris]}
+    assert mine[6] == {"value": [bob, paris]}
+
+
+def test_a_restated_fact_keeps_its_first_sighting_and_records_the_latest(make_kg):
+    memory = make_kg()
+    paris = memory.add_fact("user", "Alice", "lives in", "Paris")
+    memory.add_fact("assistant", "Bob", "works at", "Acme")
+    memory.add_fact("user", "alice", "lives in", "paris")
+
+    [bob_row, paris_row] = memory.facts()  # newest first: by when each was first seen
+
+    def at(row: dict[str, Any], name: str) -> datetime:
+        return datetime.fromisoformat(row[name])
+
+    assert paris_row["id"] == paris and paris_row["times_seen"] == 2
+    # First seen before Bob's fact (provenance), last seen after it (recency).
+    assert at(paris_row, "created_at") < at(bob_row, "created_at") < at(paris_row, "last_seen_at")
+    assert at(bob_row, "last_seen_at") == at(bob_row, "valid_from")  # seen once, when it was stated

@@ -53,6 +53,11 @@ MAX_TOOL_TOKENS = 100
 MARKER = " [truncated]"
 # What the compaction model answers in both libraries: SUMMARY, from the compaction tests.
 KEEP_BOTH_IMAGES = [{"image_id": "img_0000", "context": "the map"}, {"image_id": "img_0001", "context": "the hotel"}]
+KEEP_INSTRUCTION_AND_LATER_IMAGE = [
+    {"image_id": "img_0000", "context": "the brief"},
+    {"image_id": "img_0002", "context": "the map"},
+]
+KEEP_ALL_FOUR_IMAGES = [{"image_id": f"img_{i:04d}", "context": f"picture {i}"} for i in range(4)]
 # A gate decision counts as clear when the estimated saving is this far (as a fraction of the
 # threshold) from min_reduction_ratio in both libraries.
 CLEARANCE = 0.05
@@ -106,6 +111,7 @@ def png(seed: int) -> bytes:
 class Case:
     config: dict[str, Any]  # merged over BASE
     keep_images: list[dict[str, str]] = field(default_factory=list)  # what the summary asks to keep
+    instruction_images: tuple[int, ...] = ()  # images the first user message carries (seeds)
     deviations: tuple[str, ...] = ()  # names of DEVIATIONS this row shows
 
 
@@ -201,6 +207,18 @@ CASES: dict[str, Case] = {
     "images_capped": Case(
         policy(summarization={"max_retained_images": 1}), keep_images=KEEP_BOTH_IMAGES, deviations=("kept_instruction",)
     ),
+    # The first user message carries two images too (img_0000, img_0001; m06's are img_0002 and
+    # img_0003): they are choices like the others, and the kept instruction serves none itself.
+    "instruction_images_kept": Case(
+        {}, keep_images=KEEP_INSTRUCTION_AND_LATER_IMAGE, instruction_images=(3, 4), deviations=("kept_instruction",)
+    ),
+    # The cap keeps the newest first: the instruction's images are the first to go.
+    "instruction_images_capped": Case(
+        policy(summarization={"max_retained_images": 2}),
+        keep_images=KEEP_ALL_FOUR_IMAGES,
+        instruction_images=(3, 4),
+        deviations=("kept_instruction",),
+    ),
 }
 
 
@@ -226,8 +244,8 @@ SUMMARY_PARTS = {
 
 def label(message: dict[str, Any]) -> str:
     """A message of a context as a label: "m07(call_b,call_c)", "m02(call_a)~" (a tool output
-    ending with the truncation marker), "m06[2 images]", "requests", "summary", "image" (a
-    retained image, with its one image); a summary message in an unexpected role says so."""
+    ending with the truncation marker), "m06[2 images]", "requests", "summary", "image(img_0002)"
+    (a retained image, with its one image); a summary message in an unexpected role says so."""
     content = message.get("content")
     parts = content if isinstance(content, list) else []
     body = " ".join(str(p.get("text", "")) for p in parts if p.get("type") == "text") if parts else str(content or "")
@@ -236,6 +254,8 @@ def label(message: dict[str, Any]) -> str:
     if summary_part is not None:
         role = {"summary": "assistant"}.get(summary_part, "user")
         name = summary_part if message["role"] == role else f"{summary_part}({message['role']}!)"
+        if summary_part == "image":  # which one: "[Retained image img_0003]: ..." in both libraries
+            name += "(" + body.removeprefix("[Retained image ").split("]")[0] + ")"
         expected_images = 1 if summary_part == "image" else 0
         return name + (f"[{images} images]" if images != expected_images else "")
     if message.get("tool_calls"):
@@ -341,18 +361,24 @@ SHOWN: dict[str, tuple[Outcome, Outcome]] = {
         Outcome([TT, SUM, BP], ["requests", "summary", "m14"]),
         Outcome([SUM, BP], ["m00", "requests", "summary", "m14"]),
     ),
+    # The kept instruction serves its two images by their ids only; the cap keeps m06's two.
+    "instruction_images_capped": (
+        Outcome([TT, SUM, BP], ["requests", "summary", "image(img_0003)", "image(img_0002)", "m14"]),
+        Outcome([TT, SUM, BP], ["m00", "requests", "summary", "image(img_0003)", "image(img_0002)", "m14"]),
+    ),
 }
 
 
 # --- running both -----------------------------------------------------------------------------------
 
 
-def messages_with_images(image: Callable[[int], str]) -> list[dict[str, Any]]:
+def messages_with_images(image: Callable[[int], str], case: Case) -> list[dict[str, Any]]:
     out = []
-    for message in CONVERSATION:
+    for index, message in enumerate(CONVERSATION):
         fields = {key: value for key, value in message.items() if key != "images"}
-        if "images" in message:
-            fields["images"] = [image(seed) for seed in message["images"]]
+        seeds = case.instruction_images if index == 0 else message.get("images", ())
+        if seeds:
+            fields["images"] = [image(seed) for seed in seeds]
         out.append(fields)
     return out
 
@@ -367,9 +393,12 @@ def marsys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]
         file.write_bytes(png(seed))
         return str(file)
 
-    messages = messages_with_images(path)
     cases = {
-        name: {"config": memory_config(case), "messages": messages, "summary": summary_for(case)}
+        name: {
+            "config": memory_config(case),
+            "messages": messages_with_images(path, case),
+            "summary": summary_for(case),
+        }
         for name, case in CASES.items()
     }
     answer = ask_marsys({"tmp": str(image_dir), "compaction_cases": cases})
@@ -387,7 +416,7 @@ def run_on_server(api, llm_server, sent_tasks, case: Case) -> dict[str, Any]:
     assert created.status_code == 201, created.content
     session_id = created.json()["id"]
     appended = api.post(
-        f"/api/v1/sessions/{session_id}/messages/", {"messages": messages_with_images(data_url)}, format="json"
+        f"/api/v1/sessions/{session_id}/messages/", {"messages": messages_with_images(data_url, case)}, format="json"
     )
     assert appended.status_code == 201, appended.content
     for run_id in sent_tasks.ids:  # the run the append queued, if any

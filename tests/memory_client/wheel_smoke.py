@@ -25,7 +25,7 @@ TOOL_CALL = {
 }
 # Modules an agent project must not need for the client itself: the server's framework and the
 # agent frameworks only the adapters (optional extras) use.
-NOT_NEEDED = ("django", "rest_framework", "agents", "langchain_core", "langgraph", "mcp")
+NOT_NEEDED = ("django", "rest_framework", "agents", "langchain_core", "langgraph", "google.adk", "mcp")
 
 
 def search_until_found(memory: MemoryManager, query: str, text: str, timeout: float = 20.0) -> list[dict[str, Any]]:

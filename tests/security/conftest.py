@@ -71,6 +71,11 @@ def world(tenant: Tenant, settings) -> World:
         format="json",
     )
     api.post(f"/api/v1/sessions/{session_id}/rounds/", {"user_query": "q", "id": "round-1"}, format="json")
+    api.post(
+        "/api/v1/memory-files/command/",
+        {"command": "create", "path": "/memories/notes.md", "file_text": "the sky is blue\n"},
+        format="json",
+    )
     clients = {ApiKey.Role.WRITE.value: api}
     for role in (ApiKey.Role.READ, ApiKey.Role.ADMIN):
         _, raw = tenancy.api_key_create(team=tenant.team, name=f"{role}-key", role=role)

@@ -52,6 +52,12 @@ for _name in (
 role("experience-diff", "get", READ, {"a": 1, "b": 1})
 role("fact-graph", "get", READ, {"entity": "sky"})
 role("search", "post", READ, {"query": "sky"})  # a search only reads
+# a store batch that only reads (its puts need a write key: tests/memory_app/store); its session is the world's
+role(
+    "store-batch", "post", READ, lambda world: {"session": world.ids["session_id"], "ops": [{"op": "list_namespaces"}]}
+)
+role("memory-file-list", "get", READ)
+role("memory-file-versions", "get", READ, {"path": "/memories/notes.md"})
 
 # agents: their own conversations, memory records, rounds and drafts
 role("session-list", "post", WRITE, {"system_prompt": "x"})
@@ -79,6 +85,14 @@ role("round-detail", "patch", WRITE, {"state": "finished"})
 role("round-posts", "post", WRITE, {"message": "m", "send_from": "Planner", "send_to": "User"})
 role("shared-memory", "post", WRITE, {"type": "plan", "content": "c", "scope": "round"})
 role("session-scratch", "post", WRITE, {"action": "ls"})
+# a memory file changes with a write key (a read key may only `view` through the same route)
+role(
+    "memory-file-command",
+    "post",
+    WRITE,
+    {"command": "insert", "path": "/memories/notes.md", "insert_line": 0, "insert_text": "x"},
+)
+role("memory-file-revert", "post", WRITE, {"path": "/memories/notes.md", "version": 1})
 role("experience-list", "post", WRITE, {"exp_id": "new-one", "when": "w", "what": "w"})
 role("experience-detail", "patch", WRITE, {"what": "changed"})
 role("experience-import", "post", WRITE)
@@ -123,6 +137,8 @@ def snapshot() -> dict[str, list[dict[str, Any]]]:
 def send(world: World, role_name: str, name: str, method: str, body: Any = None) -> Response:
     path = next(route.path for route in all_routes(**world.ids) if route.name == name)
     client = world.clients[role_name]
+    if callable(body):  # a body naming the world's objects
+        body = body(world)
     if name == "experience-import":
         upload = io.BytesIO(EXPERIENCE_FILE)
         upload.name = "handcrafted_exp_imported-one.yaml"

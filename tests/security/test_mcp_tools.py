@@ -44,6 +44,10 @@ def arguments(tool: str, ids: dict[str, str]) -> dict[str, Any]:
         "agent_record_prompt": {"session_id": session, "agent": "developer"},
         "events_list": {"session_id": session},
         "job_status": {"session_id": session},
+        # the world's shared file (tests/security/conftest.py); an insert succeeds every time
+        "memory_file": {"command": "insert", "path": "/memories/notes.md", "insert_line": 0, "insert_text": "x"},
+        "memory_file_history": {"path": "/memories/notes.md"},
+        "memory_file_revert": {"path": "/memories/notes.md", "version": 1},
     }[tool]
 
 
@@ -58,6 +62,9 @@ LEAST_ROLE = {
     "agent_record_prompt": READ,
     "events_list": READ,
     "job_status": READ,
+    "memory_file": WRITE,  # a read key may `view` (tests/memory_app/mcp/test_memory_file_tools.py)
+    "memory_file_history": READ,
+    "memory_file_revert": WRITE,
 }
 
 

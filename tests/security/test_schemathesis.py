@@ -267,6 +267,14 @@ def populate(tenant: Tenant, canary: str) -> Populated:
         201,
     )
     _ok(api.post(f"{base}/scratch/", {"action": canary, "observation": canary}, format="json"), 201)
+    _ok(
+        api.post(
+            "/api/v1/memory-files/command/",
+            {"command": "create", "path": f"/memories/{canary}.md", "file_text": canary, "agent": agent},
+            format="json",
+        ),
+        200,
+    )
     exp_id = f"exp-{canary}"
     _ok(
         api.post(

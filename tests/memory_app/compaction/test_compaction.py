@@ -425,13 +425,17 @@ def test_payload_recovery_shrinks_bytes_and_keeps_at_most_five_images(api, llm_s
 
     run = CompactionRun.objects.get(pk=response.json()["id"])
     assert run.post_bytes < run.pre_bytes
-    # The original instruction is kept in front of the summary with its picture, and counts
-    # toward the five images: four more are retained, the most recent first.
+    # The original instruction is kept in front of the summary, its picture (the oldest, img_0000)
+    # by its id; the five most recent pictures are retained.
     instruction, *rest = run.summary
-    assert instruction["kind"] == "instruction" and instruction["content"][0]["text"] == "look at picture 0"
+    assert instruction["kind"] == "instruction"
+    assert instruction["content"] == [
+        {"type": "text", "text": "look at picture 0"},
+        {"type": "text", "text": "[Image ID: img_0000]"},
+    ]
     retained = [m for m in rest if isinstance(m["content"], list)]
     assert [m["content"][0]["text"].split("]")[0] for m in retained] == [
-        f"[Retained image img_{i:04d}" for i in (7, 6, 5, 4)
+        f"[Retained image img_{i:04d}" for i in (7, 6, 5, 4, 3)
     ]
 
 

@@ -1,5 +1,6 @@
 """When a compaction runs and what it leaves: the context served after one stays within what
-was served before it and is counted whole (the original instruction and its image included);
+was served before it and is counted whole (the original instruction included, its image as a
+retained image);
 a compaction that cannot make progress is not queued again until the session changes; a
 revert is not undone by the next append; a retried run announces itself once."""
 
@@ -97,7 +98,7 @@ def test_after_a_compaction_the_context_is_counted_whole_and_serves_the_instruct
     append(api, session_id, *grace_rounds)
     before = context(api, session_id)
     run = queued_run(session_id)
-    # The model asks to keep the instruction's map (served anyway) and one later photo.
+    # The model asks to keep the instruction's map and one later photo.
     keep = [{"image_id": "img_0000", "context": "the route map"}, {"image_id": "img_0003", "context": "photo 3"}]
     llm_server.script(summary_reply({**SUMMARY, "keep_images": keep}))
 
@@ -108,9 +109,10 @@ def test_after_a_compaction_the_context_is_counted_whole_and_serves_the_instruct
     # No more than before the compaction, and exactly what the messages served cost.
     assert served["token_count"] <= before["token_count"]
     assert served["token_count"] == sum(counting.message_tokens(m) for m in messages) + 3
-    # The instruction is served in front of the summary; nothing is packed away, so the
-    # session's active context is what is served (the reply priming aside).
-    assert text_of(messages[1]) == "Plan my route along this map."
+    # The instruction is served in front of the summary, its map by its id (the map itself is a
+    # retained image); nothing is packed away, so the session's active context is what is served
+    # (the reply priming aside).
+    assert text_of(messages[1]) == "Plan my route along this map. [Image ID: img_0000]"
     assert "[Compacted Context Summary]" in text_of(messages[3])
     active = api.get(f"/api/v1/sessions/{session_id}/").json()["active_tokens"]
     assert active == served["token_count"] - 3

@@ -4,6 +4,7 @@ staff curation, and the graph neighbourhood."""
 from __future__ import annotations
 
 import time
+from datetime import datetime
 
 import pytest
 from django.utils import timezone
@@ -28,6 +29,7 @@ FACT_KEYS = {
     "extractor",
     "confidence",
     "times_seen",
+    "last_seen_at",
     "valid_from",
     "invalidated_at",
     "invalidated_by",
@@ -68,6 +70,19 @@ def test_the_same_live_fact_again_is_200_with_times_seen_counted(api):
     assert again["id"] == first["id"] and again["times_seen"] == 2
     assert again["subject"] == "Paris"  # stored as first written
     assert Fact.objects.count() == 1
+
+
+def test_a_fact_stated_again_is_listed_first_by_last_sighting_and_keeps_its_first(api, session_id):
+    paris = add(api, subject="Paris", predicate="is capital of", object="France", session=session_id)
+    bob = add(api, subject="Bob", predicate="works at", object="Acme", session=session_id)
+    again = add(api, 200, subject="Paris", predicate="is capital of", object="France", session=session_id)
+
+    assert again["created_at"] == paris["created_at"]
+    assert datetime.fromisoformat(again["last_seen_at"]) > datetime.fromisoformat(paris["last_seen_at"])
+    assert [f["id"] for f in listed(api, session=session_id)] == [bob["id"], paris["id"]]
+    assert [f["id"] for f in listed(api, session=session_id, order="last_seen")] == [paris["id"], bob["id"]]
+    refused = api.get("/api/v1/facts/", {"order": "oldest"})
+    assert refused.status_code == 400 and "order" in refused.json()["fields"]
 
 
 def test_scopes_keep_their_own_copy_of_a_fact(api, session_id, other_tenant):

@@ -34,6 +34,9 @@ TOOL_NAMES = {
     "agent_record_prompt",
     "events_list",
     "job_status",
+    "memory_file",
+    "memory_file_history",
+    "memory_file_revert",
 }
 WEATHER_TURN = [
     {"role": "user", "content": "What is the weather in Oslo?"},
@@ -95,7 +98,7 @@ def test_lists_the_tools_with_input_schemas_and_hints(gunicorn: Server, mode: st
     assert hints == {name: name not in WRITING for name in TOOL_NAMES}
 
 
-WRITING = {"memory_append", "fact_add", "experiences_select", "agent_record_add"}
+WRITING = {"memory_append", "fact_add", "experiences_select", "agent_record_add", "memory_file", "memory_file_revert"}
 
 
 @pytest.mark.parametrize("mode", MODES)

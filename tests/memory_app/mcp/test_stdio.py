@@ -122,4 +122,4 @@ def test_the_documented_http_example_and_host_config_work(gunicorn: Server):
     assert done.returncode == 0, done.stderr
     assert "memory_append" in done.stdout and "My printer is out of toner." in done.stdout
     server = documented_json("mcp-http")["mcpServers"]["memsite"]
-    assert server["url"].endswith("/mcp/") and server["headers"]["Authorization"].startswith("Bearer ")
+    assert server["url"].endswith("/mcp") and server["headers"]["Authorization"].startswith("Bearer ")

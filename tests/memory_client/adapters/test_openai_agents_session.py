@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from agents import Agent, OpenAIChatCompletionsModel, RunConfig, Runner, function_tool
 from agents.memory.session import Session
+from agents.memory.session_settings import SessionSettings
 from openai import AsyncOpenAI
 
 from memory_app.compaction import services as compaction
@@ -201,6 +202,30 @@ def test_limit_gives_the_newest_items_in_order(session):
     assert asyncio.run(memory.get_items(limit=100)) == EVERY_KIND
     limited = session(session_settings={"limit": 2})
     assert asyncio.run(limited.get_items()) == EVERY_KIND[-2:]
+
+
+def test_settings_default_to_an_empty_settings_object_as_the_sdks_own_sessions_do(session):
+    assert session().session_settings == SessionSettings()
+    assert session(session_settings={"limit": 3}).session_settings == SessionSettings(limit=3)
+
+
+def test_a_closed_session_refuses_every_call_as_the_sdks_own_sessions_do(session):
+    memory = session()
+    asyncio.run(memory.add_items([{"role": "user", "content": "Hello"}]))
+    memory.close()
+    memory.close()  # closing twice is harmless
+
+    calls = [
+        lambda: memory.add_items([]),  # the empty list is no way around the check
+        lambda: memory.add_items([{"role": "user", "content": "again"}]),
+        lambda: memory.get_items(),
+        lambda: memory.pop_item(),
+        lambda: memory.clear_session(),
+    ]
+    for call in calls:
+        with pytest.raises(RuntimeError, match="MemsiteSession is closed"):
+            asyncio.run(call())
+    assert asyncio.run(session().get_items()) == [{"role": "user", "content": "Hello"}]  # nothing changed
 
 
 def test_a_session_never_written_is_empty_and_is_not_created_by_reading(session, client_tenant):

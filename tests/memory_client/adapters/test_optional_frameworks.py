@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-FRAMEWORKS = ("agents", "langchain_core", "langgraph", "openai")
+FRAMEWORKS = ("agents", "anthropic", "google.adk", "google.genai", "langchain_core", "langgraph", "openai")
 
 
 def test_importing_the_client_and_the_adapters_package_loads_no_framework():

@@ -41,8 +41,8 @@ def run_example(server_url: str, client_tenant: Tenant, llm_server):
             "MEMSITE_API_KEY": client_tenant.key,
             "OPENAI_BASE_URL": llm_server.base_url,
             "OPENAI_API_KEY": "sk-example",
-            "OPENAI_AGENTS_DISABLE_TRACING": "1",
         }
+        env.pop("OPENAI_AGENTS_DISABLE_TRACING", None)  # the example itself must keep traces from OpenAI
         done = subprocess.run(
             [sys.executable, "-c", example(integration)],
             cwd=ROOT,
@@ -53,6 +53,8 @@ def run_example(server_url: str, client_tenant: Tenant, llm_server):
             check=False,
         )
         assert done.returncode == 0, done.stderr
+        # What a new user would see besides the output: no deprecation warning, no failed trace export.
+        assert done.stderr == "", done.stderr
         return done.stdout
 
     return run
