@@ -87,6 +87,11 @@ COLLECTION_ROUTES = {
     "event-stream": ("get",),
     "webhook-list": ("get", "post"),
     "search": ("post",),
+    "store-batch": ("post",),  # a session of another team is a 404: tests/memory_app/store
+    "memory-file-list": ("get",),  # another team's paths find nothing: tests/memory_app/memory_files
+    "memory-file-command": ("post",),
+    "memory-file-versions": ("get",),
+    "memory-file-revert": ("post",),
 }
 
 
