@@ -194,7 +194,17 @@ def test_usage_totals_read_from_either_node_agree_with_what_both_served(nodes: l
     # (the node that appends, the node that serves the context, the agent it is for)
     turns = [(a, b, "planner"), (b, a, "critic"), (a, a, "planner"), (b, b, "critic"), (b, a, "planner")]
     expected = {
-        agent: dict.fromkeys(("contexts_served", "raw_tokens", "served_tokens", "saved_tokens"), 0)
+        agent: dict.fromkeys(
+            (
+                "contexts_served",
+                "raw_tokens",
+                "served_tokens",
+                "saved_tokens",
+                "window_kept_out_tokens",
+                "compaction_saved_tokens",
+            ),
+            0,
+        )
         for agent in ("planner", "critic")
     }
     for n, (writer, reader, agent) in enumerate(turns):
@@ -211,6 +221,9 @@ def test_usage_totals_read_from_either_node_agree_with_what_both_served(nodes: l
         figures["raw_tokens"] += raw
         figures["served_tokens"] += served
         figures["saved_tokens"] += max(raw - served, 0)
+        # A plain session: all of it is the window's (everything but the latest message).
+        latest = session.messages.order_by("-seq").values_list("token_count", flat=True).first()
+        figures["window_kept_out_tokens"] += session.history_tokens - latest
     last_read = time.monotonic()
 
     def usage(node: Node) -> dict[str, Any]:

@@ -253,6 +253,9 @@ def test_the_deployment_cap_answers_503_and_a_lapsed_lease_stops_counting(
     live_server: Any, alpha: Tenant, beta: Tenant, settings: Any
 ) -> None:
     settings.SSE_MAX_STREAMS = 1
+    # No heartbeat renews the held stream's lease during the test (a lease lapses after three),
+    # so the lease backdated below stays lapsed, as a killed process's would.
+    settings.SSE_HEARTBEAT_SECONDS = 600
     with stream(live_server.url, alpha.key) as held:
         assert held.status_code == 200
         answer = refused(live_server.url, beta.key)
