@@ -36,7 +36,7 @@ PACKAGE = ROOT / "memory_client"
 SMOKE_SCRIPT = Path(__file__).with_name("wheel_smoke.py")
 # What a build could leave behind in the checkout (hatchling writes none of it; this keeps it so).
 ARTIFACTS = ("build", "dist", "*.egg-info", "*.whl", "*.tar.gz")
-FRAMEWORK_EXTRAS = {"openai-agents", "langchain", "langgraph", "google-adk", "mcp"}
+FRAMEWORK_EXTRAS = {"openai-agents", "langchain", "langgraph", "google-adk", "anthropic", "mcp"}
 
 
 def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -180,7 +180,8 @@ def test_wheel_declares_version_dependencies_extras_and_the_mcp_command(built: B
         "langchain": {"langchain-core"},
         "langgraph": {"langgraph"},
         "google-adk": {"google-adk"},
-        "all": {"openai-agents", "langchain-core", "langgraph", "google-adk"},
+        "anthropic": {"anthropic"},
+        "all": {"openai-agents", "langchain-core", "langgraph", "google-adk", "anthropic"},
     }  # `mcp` adds nothing: the stdio proxy needs only httpx
     assert "memsite-mcp = memory_client.mcp:main" in entry_points.decode()
     # The versions the server and the adapters' tests run with satisfy the declared ranges.

@@ -25,7 +25,15 @@ TOOL_CALL = {
 }
 # Modules an agent project must not need for the client itself: the server's framework and the
 # agent frameworks only the adapters (optional extras) use.
-NOT_NEEDED = ("django", "rest_framework", "agents", "langchain_core", "langgraph", "google.adk", "mcp")
+NOT_NEEDED = ("django", "rest_framework", "agents", "langchain_core", "langgraph", "google.adk", "anthropic", "mcp")
+
+
+def installed(name: str) -> bool:
+    """Whether a module can be imported; a dotted one whose package is missing is not."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # find_spec("google.adk") imports `google` first
+        return False
 
 
 def search_until_found(memory: MemoryManager, query: str, text: str, timeout: float = 20.0) -> list[dict[str, Any]]:
@@ -58,7 +66,7 @@ def main() -> None:
         "hits": hits,
         "attached": attached,
         "loaded": sorted(name for name in NOT_NEEDED if name in sys.modules),
-        "installed": sorted(name for name in NOT_NEEDED if importlib.util.find_spec(name) is not None),
+        "installed": sorted(name for name in NOT_NEEDED if installed(name)),
     }
     print(json.dumps(report))
 
