@@ -22,6 +22,9 @@ $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.txt -r requirements-dev.txt
+	# The offline embedding model's int8 file, derived from the installed package's into
+	# MEMSITE_MODEL_CACHE (kept when already built), so no worker builds it at its first embedding.
+	$(BIN)/python manage.py build_embedding_model
 	touch $(STAMP)
 
 run: $(STAMP)

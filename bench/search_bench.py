@@ -83,7 +83,7 @@ QUALITY_DAYS = 90
 QUALITY_TEAM = "search-bench-quality"
 SYNTHETIC_AGENT = "agent"
 THROUGHPUT_TEXTS = 400  # message chunks embedded on one thread for the throughput figure
-MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"  # offline.MODEL_SHA256
+MODEL_SHA256 = "ae4d6e065701031b9d0696ec63562092f9e0445dbe999314d01a370a9a901de3"  # offline.QUANTIZED_SHA256
 
 
 # --- command line ------------------------------------------------------------------------------

@@ -331,6 +331,12 @@ EMBEDDINGS_TIMEOUT = env_float("EMBEDDINGS_TIMEOUT", 30.0)
 EMBEDDINGS_DIMENSION = env_int("EMBEDDINGS_DIMENSION", 0, minimum=0)
 # Threads the offline model may use in one process (a worker runs several processes).
 EMBEDDINGS_THREADS = env_int("MEMSITE_EMBEDDINGS_THREADS", 1, minimum=1)
+# Where the offline model's quantized file is built from the registry package's (by `make`'s
+# install step, `manage.py build_embedding_model`, else by the first process that needs it).
+EMBEDDINGS_MODEL_CACHE = Path(
+    env_str("MEMSITE_MODEL_CACHE")
+    or Path(env_str("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")) / "memsite" / "models"
+)
 SEARCH_MAX_ATTEMPTS = env_int("MEMSITE_SEARCH_MAX_ATTEMPTS", 5, minimum=1)
 SEARCH_RETRY_BACKOFF = env_float("MEMSITE_SEARCH_RETRY_BACKOFF", 5.0)
 SEARCH_RESEND_AFTER = env_int("MEMSITE_SEARCH_RESEND_AFTER", 60, minimum=1)

@@ -38,7 +38,7 @@ class EmbeddingPermanentError(EmbeddingError):
 
 class EmbeddingBackend(Protocol):
     name: str  # "offline" | "openai" | "fake"
-    model: str  # recorded with every vector, e.g. "all-MiniLM-L6-v2-int8"
+    model: str  # recorded with every vector, e.g. "all-MiniLM-L6-v2-q8"
     dimension: int
 
     def embed(self, texts: Sequence[str], *, purpose: Purpose) -> np.ndarray:

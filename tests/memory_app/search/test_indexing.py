@@ -4,10 +4,12 @@ deletion, a reset, a revert, a session or team purge) takes its index rows with 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 
 import numpy as np
 import pytest
+from django.apps import apps as django_apps
 from django.db import connection
 from django.db.models import Q
 
@@ -443,3 +445,29 @@ def test_the_backlog_is_read_from_its_partial_index_not_the_whole_team(tenant):
     assert search.has_backlog(tenant.team.pk)
     run_index(tenant.team.pk)
     assert not search.has_backlog(tenant.team.pk)
+
+
+@pytest.mark.django_db
+def test_items_the_former_offline_model_embedded_are_embedded_again_after_the_upgrade(tenant: Tenant) -> None:
+    """The upgrade's migration marks the former offline model's vectors pending (a search compares
+    only the configured model's), and the next index run embeds them with the configured model;
+    another model's vectors are left alone."""
+    upgrade = importlib.import_module("memory_app.migrations.0031_reembed_offline_int8_vectors")
+    session = services.session_create(team=tenant.team)
+    services.message_append(
+        session=session,
+        messages=[{"role": "user", "content": "the quokka vault opens at dawn"}, {"role": "user", "content": "noted"}],
+    )
+    run_index(tenant.team.pk)
+    old, kept = SearchItem.objects.filter(team=tenant.team).order_by("seq")
+    SearchItem.objects.filter(pk=old.pk).update(embedding_model=upgrade.FORMER_OFFLINE_MODEL)
+    SearchItem.objects.filter(pk=kept.pk).update(embedding_model="text-embedding-3-small")
+
+    upgrade.embed_again(django_apps, connection.schema_editor())
+
+    old.refresh_from_db()
+    kept.refresh_from_db()
+    assert (old.state, kept.state) == (SearchItem.State.PENDING, SearchItem.State.INDEXED)
+    assert run_index(tenant.team.pk) == ["done"]
+    old.refresh_from_db()
+    assert (old.state, old.embedding_model) == (SearchItem.State.INDEXED, FakeEmbeddings.model)
