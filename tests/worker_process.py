@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from django.conf import settings
@@ -151,9 +151,17 @@ def start_gunicorn(env: dict[str, str], workers: int | None = None) -> tuple[sub
 
 def stop(process: subprocess.Popen[str]) -> None:
     """SIGTERM (gunicorn's graceful stop), then SIGKILL if it has not exited in 30 s."""
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)
+    stop_all([process])
+
+
+def stop_all(processes: Sequence[subprocess.Popen[str]]) -> None:
+    """`stop` for several processes at once: each is asked first, so their graceful stops (a prefork
+    worker's pool, gunicorn's workers) overlap instead of adding up."""
+    for process in processes:
+        process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)

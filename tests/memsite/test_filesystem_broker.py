@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from celery.worker import state as worker_state
 from kombu import Connection, Consumer, Exchange, Producer, Queue
 from kombu.transport.virtual import Channel
 
@@ -157,3 +159,27 @@ def test_a_new_exchange_table_is_created_whole_and_later_bindings_are_added(
     channel._queue_bind("jobs", "urgent", None, "urgent")
     assert [entry.queue for entry in channel.get_table("jobs")] == ["urgent", "jobs"]
     assert [path.name for path in (folder / "control").iterdir()] == ["jobs.exchange"]
+
+
+def test_a_worker_asked_to_stop_stops_waiting_for_messages(connection: Connection, monkeypatch) -> None:
+    """An idle wait with no end (a worker's) ends once the worker is asked to stop, and a message
+    is still delivered while it is not: the stop request is all that cuts the wait short."""
+    publish(connection, {"job": 1})
+    received: list[dict] = []
+    outcome: list[str] = []
+
+    def wait_for_ever() -> None:
+        with Consumer(connection, [JOBS], callbacks=[lambda body, message: (received.append(body), message.ack())]):
+            connection.drain_events()  # the published message: delivered at once
+            try:
+                connection.drain_events()  # nothing more: waits until the stop request
+            except TimeoutError:
+                outcome.append("stopped waiting")
+
+    waiting = threading.Thread(target=wait_for_ever, daemon=True)
+    waiting.start()
+    waiting.join(1.0)
+    assert received == [{"job": 1}] and waiting.is_alive(), "an idle wait without a stop request goes on"
+    monkeypatch.setattr(worker_state, "should_stop", 0)  # what a warm shutdown (SIGTERM) sets
+    waiting.join(10.0)
+    assert outcome == ["stopped waiting"]

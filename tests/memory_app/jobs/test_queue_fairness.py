@@ -27,13 +27,17 @@ from memory_app.search.embeddings.fake import FakeEmbeddings
 from memory_app.search.models import IndexRun, SearchItem
 from tests.celery_worker import procfile_worker_argvs
 from tests.conftest import make_tenant
-from tests.worker_process import ROOT, llm_env, process_env, stop, wait_for
+from tests.worker_process import ROOT, llm_env, process_env, stop_all, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 BACKLOG_SESSIONS = 4
-MESSAGES_PER_SESSION = 400  # 1,600 turns: 10 s of embedding at PacedEmbeddings' pace, two slices
+MESSAGES_PER_SESSION = 100  # 400 turns: 2.5 s of embedding at PacedEmbeddings' pace, several slices
 TEXTS_PER_SECOND = 160  # the offline model's pace for chat turns on one core (docs/recall.md)
+# The workers' index runs yield their slot after this many seconds (the product's default is 5):
+# the backlog outlasts two slices in a quarter of the time, so the order of events is the same
+# as with the default and a full backlog, without waiting for one.
+RUN_SECONDS = "0.5"
 
 
 class PacedEmbeddings(FakeEmbeddings):
@@ -54,7 +58,13 @@ def start_workers(llm_server) -> Iterator[Callable[[dict[str, list[str]]], None]
     """Start the given worker commands (process name -> argv) on the test's database and broker,
     embedding at the paced rate; each is ready when this returns, and stopped after the test."""
     llm_server.default = answer
-    env = process_env({**llm_env(llm_server.base_url), "EMBEDDINGS_BACKEND": f"{__name__}.PacedEmbeddings"})
+    env = process_env(
+        {
+            **llm_env(llm_server.base_url),
+            "EMBEDDINGS_BACKEND": f"{__name__}.PacedEmbeddings",
+            "MEMSITE_SEARCH_RUN_SECONDS": RUN_SECONDS,
+        }
+    )
     started: list[subprocess.Popen[str]] = []
 
     def start(commands: dict[str, list[str]]) -> None:
@@ -68,8 +78,7 @@ def start_workers(llm_server) -> Iterator[Callable[[dict[str, list[str]]], None]
             wait_for(partial(_said, lines, "ready."), timeout=60, what=f"{name} to start")
 
     yield start
-    for process in started:
-        stop(process)
+    stop_all(started)
 
 
 def _drain(process: subprocess.Popen[str], lines: list[str]) -> None:
