@@ -474,34 +474,43 @@ _vector_indexes: set[int] = set()  # dimensions whose HNSW index this process ha
 
 
 def _store_vectors(batch: list[tuple[int, str, str]], vectors: Sequence[Any], embedder: EmbeddingBackend) -> None:
-    now = timezone.now()
     use_pgvector = schema.pgvector_installed()
     if use_pgvector and embedder.dimension not in _vector_indexes:
         schema.ensure_vector_index(embedder.dimension)
         _vector_indexes.add(embedder.dimension)
+    embedded = [
+        (item_id, text_hash, np.asarray(vector, dtype="<f4"))
+        for (item_id, _, text_hash), vector in zip(batch, vectors, strict=True)
+        if vector is not None
+    ]
+    if not embedded:
+        return
+    # One statement for the batch, not an ORM update per item (a chat turn's vector is ~2 ms of
+    # model: the per-item statement was a large share of the rest). Written only where the text is
+    # still what was embedded: an edit meanwhile left its item pending.
+    pgvector_column = ", embedding_vec = %s::vector" if use_pgvector else ""
+    sql = (
+        f"UPDATE {schema.TABLE} SET embedding = %s, embedding_model = %s, embedding_dim = %s, state = %s, "  # noqa: S608
+        f"indexed_at = %s, error = ''{pgvector_column} WHERE id = %s AND text_hash = %s"
+    )
+    indexed_at = connection.ops.adapt_datetimefield_value(timezone.now())
+    rows = [
+        [
+            values.tobytes(),
+            embedder.model,
+            int(values.shape[0]),
+            State.INDEXED.value,
+            indexed_at,
+            *([_pgvector_literal(values)] if use_pgvector else []),
+            item_id,
+            text_hash,
+        ]
+        for item_id, text_hash, values in embedded
+    ]
     with transaction.atomic():
-        _lock_sessions_of(
-            [item_id for (item_id, _, _), vector in zip(batch, vectors, strict=True) if vector is not None]
-        )
-        for (item_id, _, text_hash), vector in zip(batch, vectors, strict=True):
-            if vector is None:
-                continue
-            values = np.asarray(vector, dtype="<f4")
-            changes: dict[str, Any] = {
-                "embedding": values.tobytes(),
-                "embedding_model": embedder.model,
-                "embedding_dim": int(values.shape[0]),
-                "state": State.INDEXED,
-                "indexed_at": now,
-                "error": "",
-            }
-            # Written only if the text is still what was embedded: an edit meanwhile left it pending.
-            if SearchItem.objects.filter(pk=item_id, text_hash=text_hash).update(**changes) and use_pgvector:
-                with connection.cursor() as cursor:
-                    cursor.execute(
-                        f"UPDATE {schema.TABLE} SET embedding_vec = %s::vector WHERE id = %s",  # noqa: S608
-                        [_pgvector_literal(values), item_id],
-                    )
+        _lock_sessions_of([item_id for item_id, _, _ in embedded])
+        with connection.cursor() as cursor:
+            cursor.executemany(sql, rows)
 
 
 def _lock_sessions_of(item_ids: list[int]) -> None:
