@@ -84,6 +84,84 @@ _SQLITE_LEXICAL_LOOKUP = [
 _SQLITE_LEXICAL_LOOKUP_DROP = [f"DROP INDEX IF EXISTS {LEXICAL_LOOKUP_INDEX}"]
 
 
+# PostgreSQL: the postings, one row per (live item, word of its tsvector), kept by triggers from the
+# item table, so they can never disagree with it: an item's rows go with its delete (a CASCADE from
+# its session included), its invalidation, a TRUNCATE; an edit of its text, time or kind rewrites
+# them. The GIN index answers "which items hold this word" in no order: for a word matching 12,000
+# items of a team, finding its newest few hundred built two bitmaps of ~12,000 entries and read the
+# matches' rows. The postings' b-tree holds each word's items of a team newest first, with what BM25
+# needs of each (the word's places in the text and in the context, the item's length, its kind and
+# time for the filters), so the lexical engine reads the newest matches of a word and nothing more,
+# from the index alone (engines._postgres_postings). Only live items: a search for invalidated or
+# as-of items, or one filtered by a column of the item (session, agent, role), uses the GIN index.
+POSTINGS_TABLE = "search_posting"
+_POSTING_COLUMNS = "item_id, team_id, lexeme, occurred_at, kind, own, context, length"
+
+
+def _posting_values(item: str) -> str:
+    """The postings of `item` (a row of the item table: NEW in the trigger, each row when the
+    migration posts the items already there), the SELECT list and FROM of the INSERT. own /
+    context: the word's places in the text (weight A) and in the context (weight D); a tsvector
+    keeps at most 256 places of a word."""
+    return (
+        f"SELECT {item}.id, {item}.team_id, w.lexeme, {item}.occurred_at, {item}.kind, "
+        "coalesce(cardinality(array_positions(w.weights, 'A')), 0), "
+        f"coalesce(cardinality(array_positions(w.weights, 'D')), 0), length({item}.search_tsv) "
+        f"FROM unnest({item}.search_tsv) AS w"
+    )
+
+
+_POSTGRES_POSTINGS = [
+    f"CREATE TABLE IF NOT EXISTS {POSTINGS_TABLE} ("
+    "item_id bigint NOT NULL, team_id bigint NOT NULL, lexeme text NOT NULL, occurred_at timestamptz NOT NULL, "
+    "kind varchar(16) NOT NULL, own smallint NOT NULL, context smallint NOT NULL, length integer NOT NULL)",
+    f"CREATE INDEX IF NOT EXISTS search_posting_word ON {POSTINGS_TABLE} "
+    "(team_id, lexeme, occurred_at DESC, item_id DESC) INCLUDE (kind, own, context, length)",
+    f"CREATE INDEX IF NOT EXISTS search_posting_item ON {POSTINGS_TABLE} (item_id)",
+    "CREATE OR REPLACE FUNCTION search_posting_write() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "  # noqa: S608
+    f"IF TG_OP <> 'INSERT' THEN DELETE FROM {POSTINGS_TABLE} WHERE item_id = OLD.id; END IF; "
+    "IF TG_OP <> 'DELETE' AND NEW.invalidated_at IS NULL THEN "
+    f"INSERT INTO {POSTINGS_TABLE} ({_POSTING_COLUMNS}) {_posting_values('NEW')}; "
+    "END IF; RETURN NULL; END $$",
+    "CREATE OR REPLACE FUNCTION search_posting_truncate() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+    f"TRUNCATE {POSTINGS_TABLE}; RETURN NULL; END $$",
+    f"CREATE TRIGGER search_posting_insert AFTER INSERT ON {TABLE} FOR EACH ROW "
+    "EXECUTE FUNCTION search_posting_write()",
+    # Only what the postings hold: the indexer's writes (state, vector) leave them alone.
+    f"CREATE TRIGGER search_posting_update AFTER UPDATE ON {TABLE} FOR EACH ROW WHEN ("
+    "OLD.search_tsv IS DISTINCT FROM NEW.search_tsv OR OLD.occurred_at IS DISTINCT FROM NEW.occurred_at "
+    "OR OLD.team_id IS DISTINCT FROM NEW.team_id OR OLD.kind IS DISTINCT FROM NEW.kind "
+    "OR (OLD.invalidated_at IS NULL) <> (NEW.invalidated_at IS NULL)) EXECUTE FUNCTION search_posting_write()",
+    f"CREATE TRIGGER search_posting_delete AFTER DELETE ON {TABLE} FOR EACH ROW "
+    "EXECUTE FUNCTION search_posting_write()",
+    f"CREATE TRIGGER search_posting_truncate AFTER TRUNCATE ON {TABLE} FOR EACH STATEMENT "
+    "EXECUTE FUNCTION search_posting_truncate()",
+    # The items already there, in one statement.
+    f"INSERT INTO {POSTINGS_TABLE} ({_POSTING_COLUMNS}) SELECT p.* FROM {TABLE} AS i "  # noqa: S608
+    f"CROSS JOIN LATERAL ({_posting_values('i')}) AS p WHERE i.invalidated_at IS NULL",
+    f"ANALYZE {POSTINGS_TABLE}",
+]
+_POSTGRES_POSTINGS_DROP = [
+    f"DROP TRIGGER IF EXISTS search_posting_insert ON {TABLE}",
+    f"DROP TRIGGER IF EXISTS search_posting_update ON {TABLE}",
+    f"DROP TRIGGER IF EXISTS search_posting_delete ON {TABLE}",
+    f"DROP TRIGGER IF EXISTS search_posting_truncate ON {TABLE}",
+    "DROP FUNCTION IF EXISTS search_posting_write()",
+    "DROP FUNCTION IF EXISTS search_posting_truncate()",
+    f"DROP TABLE IF EXISTS {POSTINGS_TABLE}",
+]
+
+
+def install_postings(connection: BaseDatabaseWrapper) -> None:
+    if connection.vendor == "postgresql":
+        _execute(connection, _POSTGRES_POSTINGS)
+
+
+def uninstall_postings(connection: BaseDatabaseWrapper) -> None:
+    if connection.vendor == "postgresql":
+        _execute(connection, _POSTGRES_POSTINGS_DROP)
+
+
 def install_lexical_lookup(connection: BaseDatabaseWrapper) -> None:
     if connection.vendor == "sqlite":
         _execute(connection, _SQLITE_LEXICAL_LOOKUP)

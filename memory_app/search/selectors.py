@@ -313,10 +313,12 @@ def _similarities(ranked: list[fusion.Ranked], context: _QueryContext) -> dict[i
     if context.vector is None or not missing:
         return similarity
     dimension = int(context.vector.shape[0])
-    stored = SearchItem.objects.filter(
-        pk__in=missing, embedding_model=context.model, embedding_dim=dimension, state=SearchItem.State.INDEXED
-    ).values_list("id", "embedding")
+    stored = engines.stored_vectors(
+        SearchItem.objects.filter(
+            pk__in=missing, embedding_model=context.model, embedding_dim=dimension, state=SearchItem.State.INDEXED
+        )
+    )
     for item_id, blob in stored:
         if blob:
-            similarity[item_id] = float(np.frombuffer(bytes(blob), dtype="<f4") @ context.vector)
+            similarity[item_id] = float(np.frombuffer(blob, dtype="<f4") @ context.vector)
     return similarity

@@ -37,10 +37,10 @@ def said(tenant: Tenant, text: str, hours: int) -> Message:
     return services.message_append(session=session, messages=[message]).messages[0]
 
 
-def found(tenant: Tenant, *terms: str) -> list[int]:
+def found(tenant: Tenant, *terms: str, role: str | None = None) -> list[int]:
     """The message ids the lexical engine returns for the terms, best first."""
     run_index(tenant.team.pk)
-    ranked = engines.lexical(Filters(team_id=tenant.team.pk), list(terms), 40)
+    ranked = engines.lexical(Filters(team_id=tenant.team.pk, role=role), list(terms), 40)
     items = dict(SearchItem.objects.filter(pk__in=[item_id for item_id, _ in ranked]).values_list("pk", "message_id"))
     return [items[item_id] for item_id, _ in ranked]
 
@@ -89,10 +89,11 @@ def test_another_teams_newer_matches_neither_show_nor_use_up_the_bound(tenant: T
 
 
 # --- PostgreSQL's windows ---------------------------------------------------------------------------
-# A word's newest matches are looked for among the team's newest items (its window, sized by the
-# share of items the word matched before); a window that held too few is widened. Whatever the
-# windows, the items ranked must be those of a search over the whole team. The timeline's step is
-# lowered here so a few dozen messages make many windows.
+# A search the postings cannot serve (here: one filtered by role, a column of the item) uses the
+# full-text index: a word's newest matches are looked for among the team's newest items (its window,
+# sized by the share of items the word matched before); a window that held too few is widened.
+# Whatever the windows, the items ranked must be those of a search over the whole team. The
+# timeline's step is lowered here so a few dozen messages make many windows.
 
 # PostgreSQL's own engine code: deselected where the tests' database is SQLite (tests/conftest.py).
 postgres_only = pytest.mark.postgresql
@@ -134,11 +135,11 @@ def test_a_windowed_search_finds_the_same_items_as_one_over_the_whole_team(
         else:
             said(tenant, f"lunch order {hour}", hours=hour)
 
-    whole_team = found(tenant, "deploy")  # not searched before: the whole team, and its share remembered
-    windowed = found(tenant, "deploy")
+    whole_team = found(tenant, "deploy", role="user")  # not searched before: the whole team, and its share remembered
+    windowed = found(tenant, "deploy", role="user")
     engines._word_shares.clear()
-    both_whole = found(tenant, "deploy", "rollback")
-    both_windowed = found(tenant, "deploy", "rollback")
+    both_whole = found(tenant, "deploy", "rollback", role="user")
+    both_windowed = found(tenant, "deploy", "rollback", role="user")
 
     assert searches[0] == [None]
     assert searches[1] != [None]  # a window of the newest items, one statement: it held enough
@@ -157,18 +158,18 @@ def test_a_window_that_held_too_few_matches_is_widened_until_it_holds_enough(
     # "deploy" in every third message: a third of the team, not the nine in ten remembered below.
     for hour in range(60):
         said(tenant, f"deploy {hour} went out" if hour % 3 == 0 else f"lunch order {hour}", hours=hour)
-    whole_team = found(tenant, "deploy")
-    filters = Filters(team_id=tenant.team.pk)
+    whole_team = found(tenant, "deploy", role="user")
+    filters = Filters(team_id=tenant.team.pk, role="user")
     engines._remember_share(filters, lexeme("deploy"), 0.9)
 
-    widened = found(tenant, "deploy")
+    widened = found(tenant, "deploy", role="user")
 
     first, second = searches[1:]
     assert first[0] is not None and second[0] is not None  # widened, yet short of the whole team
     assert second[0] >= 2 * first[0]
     assert widened == whole_team
     # The widened window's share is remembered: the next search needs one statement.
-    found(tenant, "deploy")
+    found(tenant, "deploy", role="user")
     assert len(searches) == 4
 
 
@@ -180,9 +181,9 @@ def test_a_word_whose_matches_are_all_old_is_searched_over_the_whole_team_at_las
     old = [said(tenant, f"zephyrine build {hour}", hours=hour) for hour in range(RANKED + 2)]
     for hour in range(RANKED + 2, 60):
         said(tenant, f"lunch order {hour}", hours=hour)
-    engines._remember_share(Filters(team_id=tenant.team.pk), lexeme("zephyrine"), 0.5)
+    engines._remember_share(Filters(team_id=tenant.team.pk, role="user"), lexeme("zephyrine"), 0.5)
 
-    ids = found(tenant, "zephyrine")
+    ids = found(tenant, "zephyrine", role="user")
 
     assert searches[0][0] is not None
     assert searches[-1] == [None]
