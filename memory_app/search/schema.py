@@ -104,7 +104,7 @@ def _posting_values(item: str) -> str:
     context: the word's places in the text (weight A) and in the context (weight D); a tsvector
     keeps at most 256 places of a word."""
     return (
-        f"SELECT {item}.id, {item}.team_id, w.lexeme, {item}.occurred_at, {item}.kind, "
+        f"SELECT {item}.id, {item}.team_id, w.lexeme, {item}.occurred_at, {item}.kind, "  # noqa: S608 (item: this module's NEW or i)
         "coalesce(cardinality(array_positions(w.weights, 'A')), 0), "
         f"coalesce(cardinality(array_positions(w.weights, 'D')), 0), length({item}.search_tsv) "
         f"FROM unnest({item}.search_tsv) AS w"
