@@ -30,6 +30,7 @@ asks for them, and never outrank their replacement.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -165,20 +166,48 @@ def fuse(lexical: Sequence[tuple[int, float]], vector: Sequence[tuple[int, float
     ]
 
 
+@dataclass(frozen=True)
+class Words:
+    """A text's words, lowercased, found once for each measure a search takes of it (a search
+    weighs 4 candidates a result, each by its coverage, substance and identifiers)."""
+
+    each: list[str]  # in order, repeats kept
+    distinct: frozenset[str]
+    ordered: list[str]  # the distinct ones, sorted: the words a stem begins are together
+
+    @classmethod
+    def of(cls, text: str) -> Words:
+        each = _WORD.findall(text.lower())
+        distinct = frozenset(each)
+        return cls(each=each, distinct=distinct, ordered=sorted(distinct))
+
+    def coverage(self, terms: Sequence[str]) -> float:
+        """The share of the query's terms the text holds (stems, matched as snippets mark them)."""
+        if not terms:
+            return 0.0
+        return sum(1 for stem in map(_stem, terms) if self._begins_a_word(stem)) / len(terms)
+
+    def _begins_a_word(self, stem: str) -> bool:
+        after = bisect.bisect_left(self.ordered, stem)
+        return after < len(self.ordered) and self.ordered[after].startswith(stem)
+
+    def substance(self, *, kind: str) -> float:
+        """How much a piece of raw conversation holds: its content words, up to SUBSTANCE_WORDS."""
+        if kind not in RAW_KINDS:
+            return 1.0
+        return min(sum(1 for word in self.each if word not in STOPWORDS), SUBSTANCE_WORDS) / SUBSTANCE_WORDS
+
+    def holds_all(self, wanted: Sequence[str]) -> bool:
+        """Whether the text holds each of `wanted` as a whole word (case aside); False for none wanted."""
+        return bool(wanted) and all(term in self.distinct for term in wanted)
+
+
 def coverage(text: str, terms: Sequence[str]) -> float:
-    """The share of the query's terms the text holds (stems, matched as snippets mark them)."""
-    if not terms:
-        return 0.0
-    words = {word.lower() for word in _WORD.findall(text)}
-    return sum(1 for stem in map(_stem, terms) if any(word.startswith(stem) for word in words)) / len(terms)
+    return Words.of(text).coverage(terms)
 
 
 def substance(text: str, *, kind: str) -> float:
-    """How much a piece of raw conversation holds: its content words, up to SUBSTANCE_WORDS."""
-    if kind not in RAW_KINDS:
-        return 1.0
-    words = sum(1 for word in _WORD.findall(text.lower()) if word not in STOPWORDS)
-    return min(words, SUBSTANCE_WORDS) / SUBSTANCE_WORDS
+    return Words.of(text).substance(kind=kind)
 
 
 def names_speaker(query: str, speaker: str) -> bool:
@@ -236,11 +265,7 @@ def identifiers(terms: Sequence[str]) -> list[str]:
 
 
 def holds_all(text: str, wanted: Sequence[str]) -> bool:
-    """Whether the text holds each of `wanted` as a whole word (case aside); False for none wanted."""
-    if not wanted:
-        return False
-    words = {word.lower() for word in _WORD.findall(text)}
-    return all(term in words for term in wanted)
+    return Words.of(text).holds_all(wanted)
 
 
 def _stem(term: str) -> str:
