@@ -301,8 +301,8 @@ def plain_text(text: str) -> str:
 def snippet(text: str, terms: Sequence[str], width: int = SNIPPET_CHARS) -> str:
     """A window of `text` (as plain text) around its first matching words, each match marked as **word**."""
     text = plain_text(text)
-    stems = [_stem(term) for term in terms]
-    matches = [m for m in _WORD.finditer(text) if any(m.group().lower().startswith(stem) for stem in stems)]
+    stems = tuple(_stem(term) for term in terms)
+    matches = [m for m in _WORD.finditer(text) if m.group().lower().startswith(stems)] if stems else []
     flat = text.replace("\n", " ")
     if not matches:
         return flat[:width].rstrip() + ("…" if len(flat) > width else "")

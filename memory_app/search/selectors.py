@@ -269,12 +269,13 @@ def _scored(found: _Found, keep: int | None = None) -> list[Hit]:
     ranked, context = found.ranked, found.context
     if not ranked:
         return []
-    rows = {
-        row[_ROW["id"]]: row
-        for row in SearchItem.objects.filter(pk__in=[r.item_id for r in ranked]).values_list(*_ITEM_COLUMNS)
-    }
+    # Each candidate's row and stored vector, in one read.
+    read = engines.rows_of(
+        SearchItem.objects.filter(pk__in=[r.item_id for r in ranked]).values_list(*_ITEM_COLUMNS, "embedding")
+    )
+    rows = {row[_ROW["id"]]: row[:-1] for row in read}
     ranked = [r for r in ranked if r.item_id in rows]  # deleted between the engines' read and this one
-    similarity = _similarities(ranked, context)
+    similarity = _similarities(ranked, {row[_ROW["id"]]: row for row in read}, context)
     best_similarity = max(similarity.values(), default=0.0)
     best_lexical = max((r.lexical_score or 0.0 for r in ranked), default=0.0)
     words = {r.item_id: fusion.Words.of(rows[r.item_id][_ROW["text"]]) for r in ranked}
@@ -320,21 +321,24 @@ def _scored(found: _Found, keep: int | None = None) -> list[Hit]:
     ]
 
 
-def _similarities(ranked: list[fusion.Ranked], context: _QueryContext) -> dict[int, float]:
+def _similarities(
+    ranked: list[fusion.Ranked], rows: dict[int, tuple[Any, ...]], context: _QueryContext
+) -> dict[int, float]:
     """Every candidate's cosine to the query: the vector engine's, and for those only the words
-    found, from their stored vectors (a strong word match is judged by its meaning too)."""
+    found, from their stored vectors (a strong word match is judged by its meaning too; `rows`:
+    each candidate's row, its vector last)."""
     similarity = {r.item_id: r.vector_similarity for r in ranked if r.vector_similarity is not None}
-    missing = [r.item_id for r in ranked if r.vector_similarity is None]
-    if context.vector is None or not missing:
+    if context.vector is None:
         return similarity
     dimension = int(context.vector.shape[0])
-    stored = engines.stored_vectors(
-        SearchItem.objects.filter(
-            embedding_model=context.model, embedding_dim=dimension, state=SearchItem.State.INDEXED
-        ),
-        missing,
-    )
-    for item_id, blob in stored:
-        if blob:
-            similarity[item_id] = float(np.frombuffer(blob, dtype="<f4") @ context.vector)
+    for r in ranked:
+        row = rows[r.item_id]
+        blob = row[-1]
+        comparable = (row[_ROW["state"]], row[_ROW["embedding_model"]], row[_ROW["embedding_dim"]]) == (
+            SearchItem.State.INDEXED,
+            context.model,
+            dimension,
+        )
+        if r.vector_similarity is None and comparable and blob:
+            similarity[r.item_id] = float(np.frombuffer(bytes(blob), dtype="<f4") @ context.vector)
     return similarity
