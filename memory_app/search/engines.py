@@ -758,13 +758,14 @@ def _best(
 
 def latest_time(filters: Filters) -> datetime | None:
     """The latest time anything searched was said or written: what "now" means to the time a query
-    names. One indexed read per kind (the team-kind-time index)."""
+    names. PostgreSQL, every kind searched: the newest item of the team-time index (one row read);
+    else one indexed read per kind (the team-kind-time index)."""
+    if connection.vendor == "postgresql" and not filters.kinds:
+        return _newest_time(candidates(filters))
     kinds = filters.kinds or tuple(SearchKind.values)
-    latest = [
-        candidates(replace(filters, kinds=(kind,)))
-        .order_by("-occurred_at")
-        .values_list("occurred_at", flat=True)
-        .first()
-        for kind in kinds
-    ]
+    latest = [_newest_time(candidates(replace(filters, kinds=(kind,)))) for kind in kinds]
     return max((moment for moment in latest if moment is not None), default=None)
+
+
+def _newest_time(items: QuerySet[SearchItem]) -> datetime | None:
+    return items.order_by("-occurred_at").values_list("occurred_at", flat=True).first()
