@@ -3,7 +3,9 @@ dashboard and the client alike."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, TypedDict
@@ -201,12 +203,16 @@ def _find(filters: Filters, query: str, limit: int) -> _Found:
     # Within the time named, the engines are asked again: what was said then may rank far down
     # the whole team's lists ("what did Rosa do in March 2023?" matches every turn of Rosa's).
     scopes = [filters] if window is None else [filters, _within(filters, window)]
-    lexical = _merged([engines.lexical(scope, terms, wanted) for scope in scopes])
     embedder = get_embedder()
+    # The query's vector is computed while its words are searched: the model runs outside Python's
+    # lock (onnxruntime, or an embedding server's reply awaited), the lexical engine mostly waits
+    # for its database, so on two cores a search takes the longer of the two, not their sum.
+    embedding = _embedding_threads().submit(embedder.embed, [asked], purpose="query")
+    lexical = _merged([engines.lexical(scope, terms, wanted) for scope in scopes])
     vector_error = ""
     query_vector: np.ndarray | None = None
     try:
-        query_vector = np.asarray(embedder.embed([asked], purpose="query")[0], dtype="<f4")
+        query_vector = np.asarray(embedding.result()[0], dtype="<f4")
         vector = _merged([engines.vector(scope, query_vector, model=embedder.model, limit=wanted) for scope in scopes])
     except EmbeddingError as exc:
         # The words still find what they can: a search is never an error because a model server is down.
@@ -218,6 +224,18 @@ def _find(filters: Filters, query: str, limit: int) -> _Found:
     vector = [(item_id, sim) for item_id, sim in vector if sim >= floor or item_id in found_by_words]
     context = _QueryContext(query=query, terms=terms, vector=query_vector, model=embedder.model, window=window)
     return _Found(ranked=fusion.fuse(lexical, vector), context=context, vector_error=vector_error)
+
+
+_embedding_pool: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _embedding_threads() -> ThreadPoolExecutor:
+    """This process's threads for query embeddings (made again in a forked child: a pool's
+    threads do not cross a fork)."""
+    global _embedding_pool
+    if _embedding_pool is None or _embedding_pool[0] != os.getpid():
+        _embedding_pool = (os.getpid(), ThreadPoolExecutor(max_workers=4, thread_name_prefix="query-embedding"))
+    return _embedding_pool[1]
 
 
 def _time_window(filters: Filters, query: str) -> temporal.TimeWindow | None:
