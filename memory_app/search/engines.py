@@ -625,7 +625,28 @@ def in_process_vector(filters: Filters, query_vector: np.ndarray, *, model: str,
     index = ann.open_index(ann.IndexKey(team_id=filters.team_id, model=model, dimension=dimension))
     if index is None:  # a team too small for one (or its first build is under way)
         return _exact_cosine(items, query_vector, dimension, limit)
+    if _passes_few(filters):
+        return _exact_cosine(items, query_vector, dimension, limit)
     return _approximate(items, index, query_vector, dimension, limit)
+
+
+def _passes_few(filters: Filters) -> bool:
+    """Whether filters narrower than the team (a session, an agent, kinds, a week) pass at most
+    ANN_MAX_CANDIDATES of its items, counted from the filters' index up to one more: comparing those
+    all is exact and cheaper than asking the index again and again for candidates the filters drop
+    (a day of the bench's 200k team, 1,100 items: 34 -> 8 ms)."""
+    narrowed = (
+        filters.kinds,
+        filters.session_id,
+        filters.agent,
+        filters.role,
+        filters.since,
+        filters.until,
+        filters.as_of,
+    )
+    if not any(value for value in narrowed if value is not None):
+        return False
+    return candidates(filters)[: ANN_MAX_CANDIDATES + 1].count() <= ANN_MAX_CANDIDATES
 
 
 # pgvector's HNSW candidate list (hnsw.ef_search). Recall@10 against exact cosine at the search
