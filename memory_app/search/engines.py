@@ -4,8 +4,10 @@ lists, best first, over the same filtered set of items.
 Lexical: Okapi BM25 over PostgreSQL full-text search (the generated tsvector, GIN index) or SQLite
 FTS5. A query's words are OR-ed: a question shares only some words with its answer. At most
 LEXICAL_RANKED_MATCHES matching items are ranked, the newest, with every match of a rare word;
-PostgreSQL finds a word's newest matches among the team's newest items (a window widened until it
-holds enough), so it does not read every match of a common word in a large team.
+PostgreSQL reads a word's newest matches from its postings (schema.POSTINGS_TABLE: newest first per
+team and word) or, for a search filtered by a column of the item, among the team's newest items in
+the full-text index (a window widened until it holds enough), so it does not read every match of a
+common word in a large team.
 Vector: pgvector's HNSW index (iterative scans, so a team filter cannot starve the result) when
 the database has the extension; else the team's in-process IVF index (ann.py) for candidates,
 read back through the filters and scored exactly, plus the vectors indexed since it was brought
