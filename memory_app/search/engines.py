@@ -652,7 +652,7 @@ def _passes_few(filters: Filters) -> bool:
     """Whether filters narrower than the team (a session, an agent, kinds, a week) pass at most
     ANN_MAX_CANDIDATES of its items, counted from the filters' index up to one more: comparing those
     all is exact and cheaper than asking the index again and again for candidates the filters drop
-    (a day of the bench's 200k team, 1,100 items: 34 -> 8 ms)."""
+    (a day of the bench's 200k team, 1,100 items: 34 -> 10 ms)."""
     narrowed = (
         filters.kinds,
         filters.session_id,
@@ -662,7 +662,7 @@ def _passes_few(filters: Filters) -> bool:
         filters.until,
         filters.as_of,
     )
-    if not any(value for value in narrowed if value is not None):
+    if not any(narrowed):
         return False
     return candidates(filters)[: ANN_MAX_CANDIDATES + 1].count() <= ANN_MAX_CANDIDATES
 

@@ -291,9 +291,9 @@ def _scored(found: _Found, keep: int | None = None) -> list[Hit]:
     read = engines.rows_of(
         SearchItem.objects.filter(pk__in=[r.item_id for r in ranked]).values_list(*_ITEM_COLUMNS, "embedding")
     )
-    rows = {row[_ROW["id"]]: row[:-1] for row in read}
+    rows = {row[_ROW["id"]]: row for row in read}  # the item's columns, then its vector
     ranked = [r for r in ranked if r.item_id in rows]  # deleted between the engines' read and this one
-    similarity = _similarities(ranked, {row[_ROW["id"]]: row for row in read}, context)
+    similarity = _similarities(ranked, rows, context)
     best_similarity = max(similarity.values(), default=0.0)
     best_lexical = max((r.lexical_score or 0.0 for r in ranked), default=0.0)
     words = {r.item_id: fusion.Words.of(rows[r.item_id][_ROW["text"]]) for r in ranked}
@@ -334,7 +334,11 @@ def _scored(found: _Found, keep: int | None = None) -> list[Hit]:
         )
     ordered = fusion.order(scored)
     return [
-        Hit(item=SearchItem.from_db(SearchItem.objects.db, _ITEM_COLUMNS, rows[s.ranked.item_id]), scored=s, snippet="")
+        Hit(
+            item=SearchItem.from_db(SearchItem.objects.db, _ITEM_COLUMNS, rows[s.ranked.item_id][:-1]),
+            scored=s,
+            snippet="",
+        )
         for s in (ordered if keep is None else ordered[:keep])
     ]
 
